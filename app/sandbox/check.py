@@ -1,0 +1,89 @@
+"""`python -m app.sandbox.check PATH...`: prove content entries, each snippet in a fresh process.
+
+Needs only the standard library and torch, so it runs on a bare GPU box. Slow (a cold interpreter
+per snippet) but simple; `pitfalls verify` does the same through the warm pool.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+from .execute import finish
+from .requirements import unmet
+
+MAX_OUTPUT = 64 * 1024
+
+
+def run_cold(code: str, *, timeout: float = 120, env: dict | None = None) -> dict:
+    """Run one snippet in a fresh interpreter and return its raw outcome."""
+    with tempfile.TemporaryDirectory(prefix="pitfalls-check-") as tmp:
+        job, res = os.path.join(tmp, "job.json"), os.path.join(tmp, "result.json")
+        Path(job).write_text(json.dumps({"code": code}))
+        start = time.perf_counter()
+        try:
+            proc = subprocess.run([sys.executable, "-m", "app.sandbox.execute", job, res],
+                                  capture_output=True, timeout=timeout, cwd=tmp,
+                                  env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2]), **(env or {})})
+        except subprocess.TimeoutExpired as exc:
+            return {"outcome": "timeout", "reason": f"no result after {timeout}s", "warnings": [],
+                    "stdout": (exc.stdout or b"").decode(errors="replace"), "stderr": "",
+                    "duration_ms": timeout * 1000}
+        out = {"stdout": proc.stdout.decode(errors="replace"), "stderr": proc.stderr.decode(errors="replace")}
+        if not os.path.exists(res):
+            return {"outcome": "crashed", "reason": f"exit code {proc.returncode}", "warnings": [],
+                    "duration_ms": round((time.perf_counter() - start) * 1000), **out}
+        return {**json.loads(Path(res).read_text()), **out}
+
+
+def check_snippet(snippet: dict | None, entry: dict) -> dict:
+    if snippet is None:
+        return {"outcome": "skipped", "reason": "no snippet", "expected": None}
+    why = unmet(entry.get("requires", {}))
+    if why:
+        return {"outcome": "skipped", "reason": why, "expected": None}
+    raw = run_cold(snippet["code"])
+    stdout, stderr = raw.pop("stdout", ""), raw.pop("stderr", "")
+    truncated = len(stdout) > MAX_OUTPUT or len(stderr) > MAX_OUTPUT
+    check = snippet.get("check", entry.get("check"))
+    return finish(raw, stdout=stdout[:MAX_OUTPUT], stderr=stderr[:MAX_OUTPUT], truncated=truncated,
+                  check=check, expect=snippet.get("expect"))
+
+
+def main(argv: list[str]) -> int:
+    paths = [Path(p) for p in argv] or [Path("content")]
+    files = sorted(f for p in paths for f in ([p] if p.is_file() else p.rglob("*.toml")))
+    failed = 0
+    report = []
+    for f in files:
+        entry = tomllib.loads(f.read_text())
+        row = {"file": str(f)}
+        for part in ("broken", "fixed"):
+            row[part] = check_snippet(entry.get(part), entry)
+        states = [row[p]["expected"] for p in ("broken", "fixed")]
+        status = "fail" if False in states else ("skipped" if row["broken"]["expected"] is None else "pass")
+        failed += status == "fail"
+        row["status"] = status
+        report.append(row)
+        print(f"{status:7} {f}", file=sys.stderr)
+        for part in ("broken", "fixed"):
+            r = row[part]
+            if r["expected"] is False or "-v" in os.environ.get("PITFALLS_CHECK", ""):
+                print(f"        {part}: {r['outcome']} — {r.get('reason')}", file=sys.stderr)
+                if r.get("outcome") in ("raised", "crashed") and r["expected"] is False:
+                    print("        " + (r.get("traceback") or r.get("stderr") or "")[-800:].replace("\n", "\n        "),
+                          file=sys.stderr)
+    if os.environ.get("PITFALLS_CHECK_JSON"):
+        Path(os.environ["PITFALLS_CHECK_JSON"]).write_text(json.dumps(report, indent=1))
+    print(f"{len(files) - failed}/{len(files)} not failing", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

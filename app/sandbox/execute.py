@@ -1,0 +1,143 @@
+"""Execute one snippet in *this* process and describe what happened.
+
+Called inside a disposable child (pool or `check`): the child runs exactly one snippet and exits.
+stdout/stderr are captured at the file-descriptor level by the caller, so output from C code and
+subprocesses is caught too; this module reports the exception, warnings and device facts.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+
+from .expect import judge
+
+SNIPPET_NAME = "snippet.py"
+
+
+def _names(cls: type) -> list[str]:
+    """Every name an expectation may use for an exception or warning class."""
+    out = []
+    for base in cls.__mro__:
+        if base is object:
+            continue
+        out.append(base.__name__)
+        out.append(f"{base.__module__}.{base.__qualname__}")
+    return out
+
+
+def _trim_traceback(exc: BaseException, path: str) -> str:
+    """Keep only the frames from the snippet itself, plus the final exception lines."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
+    for f in frames:
+        f.filename = SNIPPET_NAME
+    lines = ["Traceback (most recent call last):\n"] if frames else []
+    lines += traceback.format_list(frames)
+    lines += traceback.format_exception_only(type(exc), exc)
+    return "".join(lines)
+
+
+def device_facts() -> dict:
+    """Device name and torch version, without initialising CUDA unless it is already in use."""
+    facts = {"device": "cpu", "torch_version": None}
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return facts
+    facts["torch_version"] = torch.__version__
+    try:
+        if torch.cuda.is_initialized():
+            facts["device"] = torch.cuda.get_device_name(torch.cuda.current_device())
+    except Exception:  # a dead CUDA context must not hide the snippet's own result
+        pass
+    return facts
+
+
+def _cuda_poisoned() -> str | None:
+    """After the snippet: is the CUDA context dead (device-side assert, illegal access)?"""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return None
+    try:
+        torch.cuda.synchronize()
+    except Exception as exc:  # sticky errors surface here even when the snippet exited cleanly
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def run_code(code: str, *, workdir: str | None = None) -> dict:
+    """Run `code` as __main__ in this process; return the outcome (without stdout/stderr)."""
+    workdir = workdir or tempfile.mkdtemp(prefix="pitfalls-")
+    path = os.path.join(workdir, SNIPPET_NAME)
+    with open(path, "w") as fh:
+        fh.write(code)
+    result: dict = {"outcome": "ok", "exc_type": None, "exc_names": [], "message": None,
+                    "traceback": None, "warnings": [], "reason": None}
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            runpy.run_path(path, run_name="__main__")
+        except SystemExit as exc:
+            if exc.code not in (None, 0):
+                result.update(outcome="crashed", exc_type="SystemExit", exc_names=["SystemExit"],
+                              message=str(exc.code), reason=f"sys.exit({exc.code!r})")
+        except BaseException as exc:  # KeyboardInterrupt included: the snippet raised it
+            result.update(outcome="raised", exc_type=type(exc).__name__, exc_names=_names(type(exc)),
+                          message=str(exc), traceback=_trim_traceback(exc, path))
+        poisoned = _cuda_poisoned()
+    result["duration_ms"] = round((time.perf_counter() - start) * 1000, 2)
+    result["warnings"] = [
+        {"category": w.category.__name__, "names": _names(w.category), "message": str(w.message),
+         "line": w.lineno if w.filename == path else None}
+        for w in caught
+    ][:50]
+    if poisoned:
+        result["cuda_poisoned"] = True
+        if result["outcome"] in ("ok", "wrong"):
+            result.update(outcome="raised", exc_type=poisoned.split(":")[0], message=poisoned,
+                          exc_names=[poisoned.split(":")[0]])
+    elif result["outcome"] == "ok" and result["warnings"]:
+        result["outcome"] = "warned"
+    result.update(device_facts())
+    return result
+
+
+def finish(result: dict, *, stdout: str, stderr: str, truncated: bool, check: str | None,
+           expect: dict | None) -> dict:
+    """Attach captured output, apply the stdout `check`, and judge against the expectation."""
+    import re
+
+    result.update(stdout=stdout, stderr=stderr, truncated=truncated)
+    if check and result["outcome"] in ("ok", "warned") and not re.search(check, stdout, re.DOTALL):
+        result.update(outcome="wrong", reason=f"stdout does not match /{check}/")
+    result["expected"], why = judge(result, expect)
+    if result.get("reason") is None:
+        result["reason"] = why
+    elif result["expected"] is not None:
+        result["reason"] = f"{result['reason']}; {why}"
+    return result
+
+
+def main(argv: list[str]) -> int:
+    """`python -m app.sandbox.execute JOB.json RESULT.json`: a cold, one-shot child."""
+    import json
+
+    with open(argv[0]) as fh:
+        job = json.load(fh)
+    with warnings.catch_warnings():  # the pool imports torch before any snippet: do the same
+        warnings.simplefilter("ignore")
+        import torch  # noqa: F401
+    result = run_code(job["code"])
+    with open(argv[1], "w") as fh:
+        json.dump(result, fh)
+    sys.stdout.flush()
+    os._exit(0)  # skip interpreter teardown: a snippet's leftover threads must not hang the exit
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
