@@ -1,0 +1,1 @@
+"""Pitfalls: a self-hosted troubleshooting app for PyTorch errors."""

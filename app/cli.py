@@ -1,0 +1,197 @@
+"""`pitfalls` command line: serve, sync, search, explain, reproduce, verify, worker, coverage, backup."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.table import Table
+
+from .config import Settings
+
+cli = typer.Typer(help="Pitfalls: search PyTorch errors, read the fix, reproduce it on a real worker.",
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+out = Console()
+err = Console(stderr=True)
+
+
+def _ready_engine(settings: Settings):
+    """Migrate and sync, then hand back an engine (CLI commands work on a fresh machine)."""
+    from . import content
+    from .db import make_engine, migrate
+
+    migrate(settings)
+    engine = make_engine(settings)
+    try:
+        content.sync(engine, settings.content_dir)
+    except content.ContentError as exc:
+        err.print(f"[red]content error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    return engine
+
+
+@cli.command()
+def serve(host: str = "127.0.0.1", port: int = 8000,
+          workers: Annotated[Optional[int], typer.Option(help="Local worker processes (default: setting)")] = None,
+          ) -> None:
+    """Migrate, sync content/ and serve the app, with a local worker pool."""
+    import uvicorn
+
+    from .main import create_app
+
+    settings = Settings()
+    if workers is not None:
+        settings.local_workers = workers
+    url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+    app = create_app(settings, worker_url=url if settings.local_workers else None)
+    uvicorn.run(app, host=host, port=port, log_level="info")
+
+
+@cli.command()
+def sync() -> None:
+    """Load content/ into the database (idempotent; a bad file changes nothing)."""
+    from . import content
+    from .db import make_engine, migrate
+
+    settings = Settings()
+    migrate(settings)
+    try:
+        report = content.sync(make_engine(settings), settings.content_dir)
+    except content.ContentError as exc:
+        err.print(f"[red]content error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    out.print(f"synced {settings.content_dir}: {report}")
+
+
+def _search(text: str):
+    from .search import QueryError, Searcher
+
+    settings = Settings()
+    searcher = Searcher(_ready_engine(settings), confident_score=settings.confident_score,
+                        limit=settings.search_limit, max_query_bytes=settings.max_query_bytes)
+    try:
+        return settings, searcher.search(text)
+    except QueryError as exc:
+        err.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from None
+
+
+def _read_stdin() -> str:
+    return sys.stdin.buffer.read().decode("utf-8", errors="replace")
+
+
+@cli.command()
+def search(text: Annotated[str, typer.Argument(help="Error text ('-' reads stdin)")],
+           as_json: Annotated[bool, typer.Option("--json", help="Print the API's JSON")] = False) -> None:
+    """Search the knowledge base for an error message."""
+    settings, result = _search(_read_stdin() if text == "-" else text)
+    if as_json:
+        out.print_json(json.dumps(result.as_dict()))
+        return
+    table = Table("score", "entry", "category", "matched", box=None)
+    for h in result.results:
+        table.add_row(f"{h.score:.2f}", f"[bold]{h.title}[/bold]\n{h.slug}", h.category, h.matched[:100])
+    out.print(("[green]confident match[/green]" if result.confident else "[yellow]no confident match[/yellow]"))
+    out.print(table)
+
+
+@cli.command()
+def explain() -> None:
+    """Read a traceback on stdin and explain it: `python train.py 2>&1 | pitfalls explain`."""
+    settings, result = _search(_read_stdin())
+    if not result.confident or not result.results:
+        out.print("[yellow]No entry matches this error well.[/yellow]")
+        if result.results:
+            out.print("Closest, for what it's worth:")
+            for h in result.results[:3]:
+                out.print(f"  - {h.title} ({h.category}) {settings.base_url}/e/{h.slug}")
+        raise typer.Exit(1)
+    from sqlmodel import Session
+
+    from .db import make_engine
+    from .models import Entry
+
+    best = result.results[0]
+    with Session(make_engine(settings)) as session:
+        entry = session.get(Entry, best.slug)
+    out.rule(f"[bold]{entry.title}[/bold]  [dim]({entry.category}, score {best.score:.2f})[/dim]")
+    out.print(f"[dim]matched:[/dim] {best.matched}")
+    out.print(Markdown(entry.summary))
+    out.print(Markdown("## Fix\n\n" + entry.fix))
+    out.print(f"\nMore, and a live reproduction: {settings.base_url}/e/{entry.slug}")
+
+
+@cli.command()
+def coverage(content_dir: Path = Path("content")) -> None:
+    """Entries per category, and which seed-inventory lines each covers; exit 1 if any is uncovered."""
+    from .categories import CATEGORIES
+    from .content import ContentError, load_dir, seed_inventory
+
+    try:
+        entries = load_dir(content_dir)
+    except ContentError as exc:
+        err.print(f"[red]content error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    table = Table("category", "entries", "seed lines covered", box=None)
+    covered: dict[str, list[str]] = {}
+    for cat in CATEGORIES:
+        mine = [e for e in entries if e.category == cat]
+        ids = sorted({s for e in mine for s in e.spec.seeds})
+        for e in mine:
+            for s in e.spec.seeds:
+                covered.setdefault(s, []).append(e.slug)
+        table.add_row(cat, str(len(mine)), ", ".join(ids))
+    out.print(table)
+    inventory = seed_inventory(content_dir)
+    missing = [line for line in inventory if line["id"] not in covered]
+    unknown = sorted(set(covered) - {line["id"] for line in inventory})
+    out.print(f"{len(entries)} entries; {len(inventory) - len(missing)}/{len(inventory)} seed lines covered")
+    for line in missing:
+        out.print(f"[red]uncovered[/red] {line['id']}: {line['text'][:100]}")
+    for s in unknown:
+        out.print(f"[red]unknown seed id[/red] {s} in {', '.join(covered[s])}")
+    if missing or unknown:
+        raise typer.Exit(1)
+
+
+@cli.command()
+def worker(server: Annotated[str, typer.Option(help="URL of the Pitfalls web service")],
+           token: Annotated[str, typer.Option(envvar="PITFALLS_WORKER_TOKEN", help="The service's worker token")],
+           concurrency: int = 2, spare: int = 2) -> None:
+    """Run a worker that pulls jobs from a Pitfalls service (the team's GPU box)."""
+    from .sandbox import agent
+
+    agent.serve(server, token, concurrency=concurrency, spare=spare)
+
+
+@cli.command()
+def backup(path: Path) -> None:
+    """Take a consistent online copy of the SQLite database (safe while the server runs)."""
+    import sqlite3
+
+    settings = Settings()
+    db = settings.sqlite_path()
+    if db is None:
+        err.print("backup copies SQLite databases; for another database use its own tools (pg_dump)")
+        raise typer.Exit(2)
+    if not db.exists():
+        err.print(f"no database at {db}")
+        raise typer.Exit(2)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    src, dst = sqlite3.connect(db), sqlite3.connect(path)
+    with dst:
+        src.backup(dst)
+    src.close()
+    dst.close()
+    out.print(f"backed up {db} to {path}")
+
+
+def main() -> None:
+    from . import cli_runs  # noqa: F401  (registers reproduce / verify / doctor)
+
+    cli()

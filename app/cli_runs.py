@@ -1,0 +1,1 @@
+"""CLI commands that run snippets: reproduce, verify, doctor (they import torch, via the sandbox)."""

@@ -1,0 +1,61 @@
+"""Settings: every knob of the app, read from `PITFALLS_*` environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """One typed, documented field per setting; the README's table is checked against this class."""
+
+    model_config = SettingsConfigDict(env_prefix="PITFALLS_", extra="ignore")
+
+    database_url: str = Field("sqlite:///pitfalls.db", description="SQLAlchemy URL of the database.")
+    content_dir: Path = Field(Path("content"), description="Folder of entry files synced into the database.")
+    sync_on_start: bool = Field(True, description="Migrate and sync `content_dir` when the server starts.")
+    base_url: str = Field("http://127.0.0.1:8000", description="Public address, used in links printed by the CLI.")
+
+    # search
+    max_query_bytes: int = Field(1_000_000, description="Largest accepted search text; longer pastes get 413.")
+    confident_score: float = Field(0.55, description="Signature similarity (0-1) at or above which a match is confident.")
+    search_limit: int = Field(10, description="Results returned by a search.")
+
+    # runs and workers
+    local_workers: int = Field(1, description="Worker processes `serve` starts on this machine (0: remote workers only).")
+    worker_concurrency: int = Field(2, description="Snippets a local worker runs at once (its pool size).")
+    worker_spare: int = Field(2, description="Warmed children each local worker keeps ready.")
+    worker_token: str = Field("", description="Shared secret remote workers send; empty: remote workers refused.")
+    queue_max: int = Field(64, description="Runs waiting at most; more get 503 with Retry-After.")
+    lease_s: int = Field(30, description="Seconds a worker holds a run without a heartbeat before it is requeued.")
+    max_attempts: int = Field(3, description="Times a run is leased before it is marked crashed.")
+    result_cache: bool = Field(True, description="Reuse a stored result for the same snippet, torch version and device.")
+
+    # limits for one snippet (sent with each job, clamped by the worker)
+    run_timeout_s: float = Field(30, description="Wall-clock limit per snippet; the process group is killed.")
+    run_cpu_s: int = Field(60, description="CPU-time limit per snippet (RLIMIT_CPU).")
+    run_memory_mb: int = Field(4096, description="RAM limit per snippet (cgroup v2 memory.max where allowed).")
+    run_gpu_memory_fraction: float = Field(0.5, description="Share of GPU memory one snippet may allocate.")
+    run_max_procs: int = Field(64, description="Processes per snippet (cgroup v2 pids.max where allowed).")
+    run_max_output_bytes: int = Field(65536, description="stdout/stderr kept per snippet; the rest is dropped and marked truncated.")
+    run_max_file_mb: int = Field(64, description="Largest file a snippet may write (RLIMIT_FSIZE).")
+    run_network: bool = Field(False, description="Let snippets use the network (off: a private network namespace where allowed).")
+
+    # pages
+    htmx_local: bool = Field(False, description="Serve htmx from this server instead of the CDN (air-gapped teams).")
+
+    def sqlite_path(self) -> Path | None:
+        """The database file when the URL is SQLite, else None."""
+        prefix = "sqlite:///"
+        return Path(self.database_url[len(prefix):]) if self.database_url.startswith(prefix) else None
+
+    def limits(self) -> dict:
+        """Per-snippet limits sent with each job."""
+        return {
+            "timeout_s": self.run_timeout_s, "cpu_s": self.run_cpu_s, "memory_mb": self.run_memory_mb,
+            "gpu_memory_fraction": self.run_gpu_memory_fraction, "max_procs": self.run_max_procs,
+            "max_output_bytes": self.run_max_output_bytes, "max_file_mb": self.run_max_file_mb,
+            "network": self.run_network,
+        }

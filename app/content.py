@@ -1,0 +1,265 @@
+"""Read entry files from `content/`, validate them, and sync them into the database.
+
+A file with a mistake stops the whole sync with the file, the field and the problem; the sync runs
+in one transaction, so nothing already loaded is lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from sqlalchemy import delete, text
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, select
+
+from .categories import CATEGORIES
+from .models import Entry, Meta, Signature, utcnow
+from .normalize import normalize
+
+SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+
+class Expect(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    outcome: Literal["raised", "warned", "ok", "wrong"]
+    exc_type: str | None = None
+    warning: str | None = None
+    match: str | None = None
+
+    @field_validator("match")
+    @classmethod
+    def _regex(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as exc:
+                raise ValueError(f"not a valid regular expression: {exc}") from None
+        return v
+
+    @model_validator(mode="after")
+    def _keys_fit_outcome(self) -> Expect:
+        if self.outcome == "raised" and not self.exc_type:
+            raise ValueError("outcome 'raised' needs exc_type")
+        if self.outcome != "raised" and self.exc_type:
+            raise ValueError(f"exc_type only goes with outcome 'raised', not {self.outcome!r}")
+        if self.outcome != "warned" and self.warning:
+            raise ValueError(f"warning only goes with outcome 'warned', not {self.outcome!r}")
+        return self
+
+
+class Snippet(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    code: str = Field(min_length=1)
+    expect: Expect
+    check: str | None = None
+
+    @field_validator("code")
+    @classmethod
+    def _compiles(cls, v: str) -> str:
+        try:
+            compile(v, "snippet.py", "exec")
+        except SyntaxError as exc:
+            raise ValueError(f"Python syntax error on line {exc.lineno}: {exc.msg}") from None
+        return v
+
+
+class Requires(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    cuda: bool = False
+    gpus: int = Field(0, ge=0, le=16)
+    packages: list[str] = []
+    fresh_process: bool = False
+    reproducible: bool = True
+
+
+class EntryFile(BaseModel):
+    """The schema of one `content/<category>/<slug>.toml` file."""
+
+    model_config = ConfigDict(extra="forbid")
+    title: str = Field(min_length=3, max_length=200)
+    summary: str = Field(min_length=10)
+    cause: str = Field(min_length=10)
+    fix: str = Field(min_length=10)
+    signatures: list[str] = Field(min_length=1)
+    tags: list[str] = []
+    torch: str = ""
+    seeds: list[str] = []
+    sources: list[str] = []
+    check: str | None = None
+    requires: Requires = Requires()
+    broken: Snippet
+    fixed: Snippet | None = None
+
+    @field_validator("signatures")
+    @classmethod
+    def _non_empty(cls, v: list[str]) -> list[str]:
+        for i, s in enumerate(v):
+            if not s.strip():
+                raise ValueError(f"signature {i + 1} is empty")
+        return v
+
+    @field_validator("check")
+    @classmethod
+    def _check_regex(cls, v: str | None) -> str | None:
+        return Expect._regex(v)
+
+    @model_validator(mode="after")
+    def _fixed_needed(self) -> EntryFile:
+        if self.fixed is None and self.requires.reproducible:
+            raise ValueError("fixed is missing (only entries with requires.reproducible = false may omit it)")
+        return self
+
+
+class ContentError(Exception):
+    """A content file is wrong; the message names the file, the field and the problem."""
+
+
+@dataclass
+class LoadedEntry:
+    slug: str
+    category: str
+    path: str
+    spec: EntryFile
+    content_hash: str
+
+
+@dataclass
+class SyncReport:
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unchanged: int = 0
+
+    def __str__(self) -> str:
+        return (f"{len(self.added)} added, {len(self.updated)} updated, {len(self.removed)} removed, "
+                f"{self.unchanged} unchanged")
+
+
+def _location(loc: tuple) -> str:
+    return ".".join(str(p) for p in loc) or "(file)"
+
+
+def load_file(path: Path, root: Path) -> LoadedEntry:
+    """Parse and validate one entry file, raising ContentError naming the file and field."""
+    rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+    raw = path.read_bytes()
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ContentError(f"{rel}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ContentError(f"{rel}: TOML syntax error: {exc}") from None
+    category, slug = path.parent.name, path.stem
+    if category not in CATEGORIES:
+        raise ContentError(f"{rel}: folder {category!r} is not a category (one of: {', '.join(CATEGORIES)})")
+    if not SLUG.match(slug):
+        raise ContentError(f"{rel}: file name {slug!r} is not a slug (lowercase words joined by '-')")
+    try:
+        spec = EntryFile.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"field {_location(e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise ContentError(f"{rel}: {problems}") from None
+    digest = hashlib.sha256(raw).hexdigest()
+    return LoadedEntry(slug, category, rel, spec, digest)
+
+
+def load_dir(root: Path) -> list[LoadedEntry]:
+    """Every entry under `root`, validated; duplicate slugs are an error."""
+    if not root.is_dir():
+        raise ContentError(f"{root}: content folder not found")
+    entries: dict[str, LoadedEntry] = {}
+    for path in sorted(root.glob("*/*.toml")):
+        e = load_file(path, root)
+        if e.slug in entries:
+            raise ContentError(f"{e.path}: slug {e.slug!r} already used by {entries[e.slug].path}")
+        entries[e.slug] = e
+    return list(entries.values())
+
+
+def entry_row(e: LoadedEntry) -> Entry:
+    s = e.spec
+    data = s.model_dump(exclude={"title", "summary", "cause", "fix"}, exclude_none=True)
+    return Entry(slug=e.slug, category=e.category, title=s.title, summary=s.summary, cause=s.cause, fix=s.fix,
+                 data=data, content_hash=e.content_hash, path=e.path, updated_at=utcnow())
+
+
+def signature_rows(e: LoadedEntry) -> list[Signature]:
+    rows = []
+    for text_ in e.spec.signatures:
+        n = normalize(text_)
+        rows.append(Signature(entry_slug=e.slug, text=text_, normalized=n.text, tokens=" ".join(n.tokens),
+                              aux=" ".join(n.aux)))
+    return rows
+
+
+def _index_body(e: LoadedEntry) -> str:
+    s = e.spec
+    return "\n".join([s.cause, s.fix, " ".join(s.tags), *s.signatures])
+
+
+def bump_generation(session: Session) -> None:
+    """Tell search caches (IDF tables) that the indexed content changed."""
+    meta = session.get(Meta, "generation")
+    if meta is None:
+        session.add(Meta(key="generation", value="1"))
+    else:
+        meta.value = str(int(meta.value) + 1)
+        session.add(meta)
+
+
+def sync(engine: Engine, root: Path) -> SyncReport:
+    """Load `root` into the database: new and changed entries written, vanished ones removed.
+
+    Idempotent (keyed on slug + content hash) and all-or-nothing: a bad file raises ContentError
+    before anything is written. Runs and results are kept.
+    """
+    loaded = load_dir(root)
+    report = SyncReport()
+    with Session(engine) as session:
+        existing = {slug: h for slug, h in session.exec(select(Entry.slug, Entry.content_hash)).all()}
+        wanted = {e.slug: e for e in loaded}
+        for slug in sorted(set(existing) - set(wanted)):
+            _remove(session, slug)
+            report.removed.append(slug)
+        for e in loaded:
+            if existing.get(e.slug) == e.content_hash:
+                report.unchanged += 1
+                continue
+            if e.slug in existing:
+                _remove(session, e.slug)
+                report.updated.append(e.slug)
+            else:
+                report.added.append(e.slug)
+            session.add(entry_row(e))
+            session.flush()
+            session.add_all(signature_rows(e))
+            session.execute(text("INSERT INTO entry_fts(slug, title, summary, body) VALUES (:slug, :t, :s, :b)"),
+                            {"slug": e.slug, "t": e.spec.title, "s": e.spec.summary, "b": _index_body(e)})
+        if report.added or report.updated or report.removed:
+            bump_generation(session)
+        session.commit()
+    return report
+
+
+def _remove(session: Session, slug: str) -> None:
+    # signatures first, explicitly, so the FTS triggers see each delete
+    session.execute(delete(Signature).where(Signature.entry_slug == slug))
+    session.execute(text("DELETE FROM entry_fts WHERE slug = :slug"), {"slug": slug})
+    session.execute(delete(Entry).where(Entry.slug == slug))
+
+
+def seed_inventory(root: Path) -> list[dict]:
+    """The seed-inventory lines (id, text) that entries must cover."""
+    path = root / "seed-inventory.toml"
+    return tomllib.loads(path.read_text())["line"] if path.exists() else []
+
+
+def entry_json(e: Entry) -> str:
+    return json.dumps(e.data, sort_keys=True)

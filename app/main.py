@@ -1,0 +1,70 @@
+"""Build the FastAPI app from settings. Nothing happens at import time but `app = create_app()`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlmodel import Session
+
+from . import content, runs
+from .config import Settings
+from .db import make_engine, migrate
+from .search import Searcher
+from .web import api, workers
+from .web.local_workers import LocalWorkers
+
+log = logging.getLogger("pitfalls")
+
+
+def create_app(settings: Settings | None = None, *, worker_url: str | None = None) -> FastAPI:
+    """The app. `worker_url` (set by `pitfalls serve`) is where local workers reach this server."""
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        if settings.sync_on_start:
+            migrate(settings)
+            report = content.sync(app.state.engine, settings.content_dir)
+            log.info("content synced: %s", report)
+        with Session(app.state.engine) as session:
+            if n := runs.mark_interrupted(session=session):
+                log.warning("%d runs left unfinished by the last server were marked interrupted", n)
+        app.state.queue_event = asyncio.Event()
+        pool = LocalWorkers(settings, worker_url, app.state.local_token) if worker_url else None
+        if pool:
+            pool.start()
+        try:
+            yield
+        finally:
+            if pool:
+                pool.stop()
+            app.state.engine.dispose()
+
+    app = FastAPI(title="Pitfalls", version="0.1.0", lifespan=lifespan,
+                  description="Search PyTorch errors, read the fix, reproduce it on a real worker.")
+    app.state.settings = settings
+    app.state.engine = make_engine(settings)
+    app.state.searcher = Searcher(app.state.engine, confident_score=settings.confident_score,
+                                  limit=settings.search_limit, max_query_bytes=settings.max_query_bytes)
+    app.state.local_token = secrets.token_urlsafe(24)
+    app.state.queue_event = asyncio.Event()
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # never echo the (possibly huge, possibly binary) input back
+        errors = [{"loc": e.get("loc"), "msg": e.get("msg"), "type": e.get("type")} for e in exc.errors()]
+        return JSONResponse({"detail": errors}, status_code=422)
+
+    app.include_router(api.router)
+    app.include_router(workers.router)
+    from .web import pages  # noqa: PLC0415  (pages import templates; keep API usable without them)
+
+    app.include_router(pages.router)
+    pages.mount_static(app)
+    return app

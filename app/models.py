@@ -1,0 +1,89 @@
+"""Database tables. Entries and signatures come from content files; runs and workers from use."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import JSON, Column, ForeignKey, Integer, String
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Entry(SQLModel, table=True):
+    """One pitfall, as loaded from `content/<category>/<slug>.toml`."""
+
+    slug: str = Field(primary_key=True)
+    category: str = Field(index=True)
+    title: str
+    summary: str
+    cause: str
+    fix: str
+    data: dict = Field(sa_column=Column(JSON, nullable=False))  # everything else in the file
+    content_hash: str
+    path: str
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class Signature(SQLModel, table=True):
+    """An error text of an entry, with its normalised form for matching."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    entry_slug: str = Field(sa_column=Column(String, ForeignKey("entry.slug", ondelete="CASCADE"), index=True))
+    text: str
+    normalized: str  # template with volatile parts replaced (for display and similarity)
+    tokens: str  # space-joined main tokens
+    aux: str  # space-joined low-weight tokens (quoted names, dtypes)
+
+
+class Run(SQLModel, table=True):
+    """One press of Reproduce: the broken and the fixed snippet of an entry."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    entry_slug: str = Field(index=True)  # no FK: run history outlives a removed entry
+    state: str = Field(default="queued", index=True)  # queued | running | done
+    job: dict = Field(sa_column=Column(JSON, nullable=False))
+    results: dict = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    worker_id: str | None = None
+    lease: str | None = None
+    lease_expires: datetime | None = None
+    attempts: int = Field(default=0, sa_column=Column(Integer, nullable=False, default=0))
+    created_at: datetime = Field(default_factory=utcnow, index=True)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class Result(SQLModel, table=True):
+    """Latest outcome per snippet, keyed by snippet hash, torch version and device."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    entry_slug: str = Field(index=True)
+    part: str  # broken | fixed
+    snippet_hash: str = Field(index=True)
+    torch_version: str
+    device: str
+    outcome: dict = Field(sa_column=Column(JSON, nullable=False))
+    expected: bool | None = None
+    run_id: int | None = None
+    recorded_at: datetime = Field(default_factory=utcnow)
+
+
+class Worker(SQLModel, table=True):
+    """A worker seen by the service (local or remote)."""
+
+    id: str = Field(primary_key=True)
+    device: str
+    torch_version: str
+    gpus: int = 0
+    hostname: str = ""
+    concurrency: int = 1
+    last_seen: datetime = Field(default_factory=utcnow)
+
+
+class Meta(SQLModel, table=True):
+    """Small key/value facts, e.g. the content generation that search caches are keyed on."""
+
+    key: str = Field(primary_key=True)
+    value: str

@@ -1,0 +1,196 @@
+"""The run queue: create runs, lease them to workers, take their results, never leave one stuck.
+
+Every worker, local or remote, pulls jobs over the same HTTP protocol (see `app/sandbox/agent.py`).
+A lease expires unless the worker heartbeats; an expired run is requeued, and after
+`max_attempts` leases it is finished as crashed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+from sqlalchemy import text
+from sqlmodel import Session, func, select
+
+from .config import Settings
+from .models import Entry, Result, Run, Worker, utcnow
+
+PARTS = ("broken", "fixed")
+GPU_WORKER_FRESH_S = 60  # a GPU worker seen this recently gets the CUDA jobs
+
+
+class QueueFull(Exception):
+    """The queue holds `queue_max` runs already."""
+
+
+class LeaseLost(Exception):
+    """The run is no longer leased to this worker (expired and requeued, or finished)."""
+
+
+def snippet_hash(snippet: dict | None) -> str:
+    return hashlib.sha256(repr(sorted((snippet or {}).items())).encode()).hexdigest()[:16]
+
+
+def entry_snippets(entry: Entry) -> dict[str, dict | None]:
+    """Both snippets with their expectation and stdout check (the entry-level check as default)."""
+    data = entry.data
+    return {part: None if data.get(part) is None else {
+        "code": data[part]["code"], "expect": data[part].get("expect"),
+        "check": data[part].get("check", data.get("check"))} for part in PARTS}
+
+
+def build_job(entry: Entry, settings: Settings) -> dict:
+    """What a worker needs to run an entry: both snippets, their expectations, requirements, limits."""
+    requires = entry.data.get("requires", {})
+    return {"requires": requires, "fresh_process": bool(requires.get("fresh_process")),
+            "limits": settings.limits(), "snippets": entry_snippets(entry)}
+
+
+def create_run(*, session: Session, entry: Entry, settings: Settings) -> Run:
+    waiting = session.exec(select(func.count()).select_from(Run).where(Run.state == "queued")).one()
+    if waiting >= settings.queue_max:
+        raise QueueFull(f"{waiting} runs are waiting already")
+    run = Run(entry_slug=entry.slug, job=build_job(entry, settings))
+    session.add(run)
+    session.commit()
+    session.refresh(run)
+    return run
+
+
+def see_worker(*, session: Session, info: dict) -> Worker:
+    """Record that a worker made contact (device, torch version, last contact)."""
+    wid = str(info.get("id") or "unknown")[:200]
+    worker = session.get(Worker, wid) or Worker(id=wid, device="", torch_version="")
+    worker.device = str(info.get("device") or "unknown")[:200]
+    worker.torch_version = str(info.get("torch_version") or "unknown")[:50]
+    worker.gpus = int(info.get("gpus") or 0)
+    worker.hostname = str(info.get("hostname") or "")[:200]
+    worker.concurrency = int(info.get("concurrency") or 1)
+    worker.last_seen = utcnow()
+    session.add(worker)
+    session.commit()
+    return worker
+
+
+def expire_leases(*, session: Session, settings: Settings) -> int:
+    """Requeue runs whose worker went silent; give up on runs that keep killing workers."""
+    now = utcnow()
+    stale = session.exec(select(Run).where(Run.state == "running", Run.lease_expires < now)).all()
+    for run in stale:
+        if run.attempts >= settings.max_attempts:
+            _finish_missing(run, f"crashed: its worker stopped answering {run.attempts} times")
+        else:
+            run.state, run.lease, run.lease_expires, run.worker_id = "queued", None, None, None
+        session.add(run)
+    session.commit()
+    return len(stale)
+
+
+def lease_run(*, session: Session, worker: Worker, settings: Settings) -> Run | None:
+    """Atomically hand the oldest suitable queued run to `worker`, or None."""
+    expire_leases(session=session, settings=settings)
+    skip_gpu_jobs = False
+    if worker.gpus == 0:
+        fresh = utcnow() - timedelta(seconds=GPU_WORKER_FRESH_S)
+        skip_gpu_jobs = session.exec(select(func.count()).select_from(Worker)
+                                     .where(Worker.gpus > 0, Worker.last_seen > fresh)).one() > 0
+    lease = secrets.token_urlsafe(16)
+    now = utcnow()
+    row = session.execute(text(
+        "UPDATE run SET state = 'running', lease = :lease, lease_expires = :exp, worker_id = :wid, "
+        "attempts = attempts + 1, started_at = :now WHERE id = ("
+        "  SELECT id FROM run WHERE state = 'queued' AND (:cpu_only = 0 OR ("
+        "    coalesce(json_extract(job, '$.requires.cuda'), 0) = 0 AND "
+        "    coalesce(json_extract(job, '$.requires.gpus'), 0) = 0)) ORDER BY id LIMIT 1"
+        ") RETURNING id"),
+        {"lease": lease, "exp": now + timedelta(seconds=settings.lease_s), "wid": worker.id, "now": now,
+         "cpu_only": int(skip_gpu_jobs)}).first()
+    session.commit()
+    return session.get(Run, row[0], populate_existing=True) if row else None
+
+
+def _leased(session: Session, run_id: int, lease: str) -> Run:
+    run = session.get(Run, run_id, populate_existing=True)
+    if run is None or run.state != "running" or not lease or run.lease != lease:
+        raise LeaseLost("this run is not leased to you any more")
+    return run
+
+
+def heartbeat(*, session: Session, run_id: int, lease: str, settings: Settings) -> Run:
+    run = _leased(session, run_id, lease)
+    run.lease_expires = utcnow() + timedelta(seconds=settings.lease_s)
+    session.add(run)
+    session.commit()
+    return run
+
+
+def submit_result(*, session: Session, run_id: int, lease: str, part: str, result: dict,
+                  settings: Settings) -> Run:
+    """Store one part's outcome; the run is done once both parts are in."""
+    run = _leased(session, run_id, lease)
+    run.results = {**run.results, part: result}
+    run.lease_expires = utcnow() + timedelta(seconds=settings.lease_s)
+    if all(p in run.results for p in PARTS):
+        run.state, run.finished_at, run.lease = "done", utcnow(), None
+    session.add(run)
+    _remember(session, run, part, result)
+    session.commit()
+    return run
+
+
+def _remember(session: Session, run: Run, part: str, result: dict) -> None:
+    """Keep the latest outcome per snippet hash, torch version and device for the pages."""
+    if result.get("outcome") == "skipped" and "no fixed snippet" in (result.get("reason") or ""):
+        return
+    key = dict(entry_slug=run.entry_slug, part=part, snippet_hash=snippet_hash(run.job["snippets"].get(part)),
+               torch_version=str(result.get("torch_version") or "unknown"), device=str(result.get("device") or "unknown"))
+    row = session.exec(select(Result).filter_by(**key)).first() or Result(**key, outcome={})
+    row.outcome, row.expected, row.run_id, row.recorded_at = result, result.get("expected"), run.id, utcnow()
+    session.add(row)
+
+
+def _finish_missing(run: Run, reason: str) -> None:
+    results = dict(run.results)
+    for part in PARTS:
+        results.setdefault(part, empty_outcome("crashed", reason))
+    run.results, run.state, run.finished_at, run.lease, run.lease_expires = results, "done", utcnow(), None, None
+
+
+def mark_interrupted(*, session: Session) -> int:
+    """On start: runs left queued or running by a stopped server are finished as interrupted."""
+    stuck = session.exec(select(Run).where(Run.state != "done")).all()
+    for run in stuck:
+        _finish_missing(run, "interrupted: the server stopped before this run finished; run it again")
+        run.job = {**run.job, "interrupted": True}
+        session.add(run)
+    session.commit()
+    return len(stuck)
+
+
+def latest_results(*, session: Session, entry: Entry) -> dict[str, Result]:
+    """The newest stored outcome of each of the entry's current snippets, if any."""
+    out = {}
+    for part in PARTS:
+        h = snippet_hash(entry_snippets(entry)[part])
+        row = session.exec(select(Result).where(Result.entry_slug == entry.slug, Result.part == part,
+                                                Result.snippet_hash == h)
+                           .order_by(Result.recorded_at.desc())).first()
+        if row:
+            out[part] = row
+    return out
+
+
+def empty_outcome(outcome: str, reason: str) -> dict:
+    """An outcome with every contract field present, for results no worker produced."""
+    return {"outcome": outcome, "exc_type": None, "message": None, "traceback": None, "warnings": [],
+            "stdout": "", "stderr": "", "truncated": False, "duration_ms": 0, "device": None,
+            "torch_version": None, "expected": None if outcome == "skipped" else False, "reason": reason}
+
+
+def run_public(run: Run) -> dict:
+    return {"id": run.id, "entry": run.entry_slug, "state": run.state, "results": run.results,
+            "worker": run.worker_id, "attempts": run.attempts, "interrupted": bool(run.job.get("interrupted")),
+            "created_at": run.created_at.isoformat(),
+            "finished_at": run.finished_at.isoformat() if run.finished_at else None}

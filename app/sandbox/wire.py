@@ -1,0 +1,94 @@
+"""Length-prefixed JSON messages over a Unix stream socket, with file descriptors (SCM_RIGHTS).
+
+A message that carries descriptors says how many in its `nfds` field; the kernel delivers them with
+the message's first byte, so they are always in hand by the time the message is complete.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import os
+import socket
+import struct
+
+_HEAD = struct.Struct(">I")
+MAX_MESSAGE = 64 * 1024 * 1024
+_ANC = socket.CMSG_SPACE(16 * array.array("i").itemsize)
+
+
+def send(sock: socket.socket, obj: dict, fds: list[int] = ()) -> None:
+    """Send one message (and descriptors, which the receiver then owns)."""
+    if fds:
+        obj = {**obj, "nfds": len(fds)}
+    payload = json.dumps(obj).encode()
+    data = _HEAD.pack(len(payload)) + payload
+    if fds:
+        sent = sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+        data = data[sent:]
+    if data:
+        sock.sendall(data)
+
+
+class Reader:
+    """Accumulates bytes and descriptors from one socket; yields whole messages."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.buf = bytearray()
+        self.fds: list[int] = []
+        self.eof = False
+
+    def feed(self) -> list[tuple[dict, list[int]]]:
+        """One read (blocks unless the socket is readable); return the messages now complete."""
+        try:
+            data, anc, _flags, _addr = self.sock.recvmsg(1 << 20, _ANC)
+        except (ConnectionResetError, OSError):
+            data, anc = b"", []
+        for level, kind, raw in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                arr = array.array("i")
+                arr.frombytes(raw[: len(raw) - len(raw) % arr.itemsize])
+                self.fds.extend(arr)
+        if not data:
+            self.eof = True
+        self.buf += data
+        return self._complete()
+
+    def _complete(self) -> list[tuple[dict, list[int]]]:
+        out = []
+        while len(self.buf) >= _HEAD.size:
+            (size,) = _HEAD.unpack_from(self.buf)
+            if size > MAX_MESSAGE:
+                raise ValueError(f"message of {size} bytes")
+            if len(self.buf) < _HEAD.size + size:
+                break
+            obj = json.loads(bytes(self.buf[_HEAD.size : _HEAD.size + size]))
+            del self.buf[: _HEAD.size + size]
+            n = obj.get("nfds", 0)
+            fds, self.fds = self.fds[:n], self.fds[n:]
+            out.append((obj, fds))
+        return out
+
+    def recv(self) -> tuple[dict, list[int]] | None:
+        """Block until one message arrives; None at end of stream."""
+        pending = self._complete()
+        while not pending:
+            if self.eof:
+                return None
+            pending = self.feed()
+        first, rest = pending[0], pending[1:]
+        if rest:  # keep what came along for the next call
+            for obj, fds in reversed(rest):
+                payload = json.dumps(obj).encode()
+                self.buf[:0] = _HEAD.pack(len(payload)) + payload
+                self.fds[:0] = fds
+        return first
+
+    def close_fds(self) -> None:
+        for fd in self.fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.fds = []

@@ -1,0 +1,1 @@
+"""HTTP layer: JSON API, HTML pages, worker protocol. Never imports torch."""

@@ -1,0 +1,173 @@
+"""JSON API: search, categories, entries, runs (the contracts of DESIGN.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from sqlmodel import Session, func, select
+
+from .. import runs
+from ..categories import CATEGORIES
+from ..models import Entry, Run, Worker
+from ..search import QueryError
+from .deps import SearcherDep, SessionDep, SettingsDep
+
+router = APIRouter()
+
+
+class SearchBody(BaseModel):
+    q: str = Field(description="An error message, or a whole pasted traceback or log.")
+
+
+class SearchHit(BaseModel):
+    slug: str
+    title: str
+    category: str
+    score: float = Field(description="0-1; signature matches at or above the confidence threshold are confident.")
+    matched: str = Field(description="The signature (or free-text words) that matched.")
+    line: str = Field("", description="The line of the paste that matched.")
+    kind: str = Field("signature", description="signature | text")
+
+
+class SearchOut(BaseModel):
+    query: str
+    confident: bool
+    results: list[SearchHit]
+    lines: list[str] = Field(default_factory=list, description="The lines of the paste that carry the error.")
+    ignored: dict[str, int] = Field(default_factory=dict, description="Volatile parts set aside, by kind.")
+
+
+class CategoryOut(BaseModel):
+    name: str
+    title: str
+    description: str
+    count: int
+
+
+class Requires(BaseModel):
+    cuda: bool = False
+    gpus: int = 0
+    packages: list[str] = []
+    fresh_process: bool = False
+    reproducible: bool = True
+
+
+class EntryOut(BaseModel):
+    slug: str
+    title: str
+    category: str
+    summary: str
+    requires: Requires
+
+
+class EntryDetail(EntryOut):
+    cause: str
+    fix: str
+    signatures: list[str]
+    tags: list[str] = []
+    torch: str = ""
+    sources: list[str] = []
+    seeds: list[str] = []
+    snippets: dict[str, Any]
+    latest: dict[str, Any] = Field(default_factory=dict, description="Latest stored outcome per snippet.")
+
+
+def entry_out(e: Entry) -> dict:
+    return {"slug": e.slug, "title": e.title, "category": e.category, "summary": e.summary,
+            "requires": Requires(**e.data.get("requires", {})).model_dump()}
+
+
+def _search(searcher, q: str) -> dict:
+    try:
+        return searcher.search(q).as_dict()
+    except QueryError as exc:
+        status = 413 if "larger than" in str(exc) else 422
+        raise HTTPException(status, str(exc)) from None
+
+
+@router.get("/api/search", response_model=SearchOut, tags=["search"])
+def search_get(q: Annotated[str, Query(description="Error text; use POST for long tracebacks.")],
+               searcher: SearcherDep) -> dict:
+    """Find the entries that explain an error message."""
+    return _search(searcher, q)
+
+
+@router.post("/api/search", response_model=SearchOut, tags=["search"])
+def search_post(body: SearchBody, searcher: SearcherDep) -> dict:
+    """Same as GET, for whole tracebacks."""
+    return _search(searcher, body.q)
+
+
+@router.get("/api/categories", response_model=list[CategoryOut], tags=["entries"])
+def categories(session: SessionDep) -> list[dict]:
+    """The nine categories with their entry counts."""
+    counts = dict(session.exec(select(Entry.category, func.count()).group_by(Entry.category)).all())
+    return [{"name": name, "title": title, "description": desc, "count": counts.get(name, 0)}
+            for name, (title, desc) in CATEGORIES.items()]
+
+
+@router.get("/api/entries", response_model=list[EntryOut], tags=["entries"])
+def entries(session: SessionDep, category: str | None = None) -> list[dict]:
+    """All entries, or one category's."""
+    if category is not None and category not in CATEGORIES:
+        raise HTTPException(404, f"no category {category!r}; categories: {', '.join(CATEGORIES)}")
+    query = select(Entry).order_by(Entry.category, Entry.title)
+    if category:
+        query = query.where(Entry.category == category)
+    return [entry_out(e) for e in session.exec(query).all()]
+
+
+def get_entry(session: Session, slug: str) -> Entry:
+    entry = session.get(Entry, slug)
+    if entry is None:
+        raise HTTPException(404, f"no entry {slug!r}")
+    return entry
+
+
+@router.get("/api/entries/{slug}", response_model=EntryDetail, tags=["entries"])
+def entry_detail(slug: str, session: SessionDep) -> dict:
+    """One entry in full, with its latest recorded outcomes."""
+    e = get_entry(session, slug)
+    d = e.data
+    latest = {part: r.outcome | {"recorded_at": r.recorded_at.isoformat()}
+              for part, r in runs.latest_results(session=session, entry=e).items()}
+    return {**entry_out(e), "cause": e.cause, "fix": e.fix, "signatures": d.get("signatures", []),
+            "tags": d.get("tags", []), "torch": d.get("torch", ""), "sources": d.get("sources", []),
+            "seeds": d.get("seeds", []), "snippets": runs.entry_snippets(e), "latest": latest}
+
+
+@router.post("/api/entries/{slug}/reproduce", status_code=202, tags=["runs"])
+def reproduce(slug: str, session: SessionDep, settings: SettingsDep, request: Request) -> Any:
+    """Queue a run of the entry's broken and fixed snippets."""
+    entry = get_entry(session, slug)
+    try:
+        run = runs.create_run(session=session, entry=entry, settings=settings)
+    except runs.QueueFull as exc:
+        return JSONResponse({"detail": f"the run queue is full ({exc}); try again shortly"}, status_code=503,
+                            headers={"Retry-After": "5"})
+    request.app.state.queue_event.set()
+    return runs.run_public(run)
+
+
+@router.get("/api/runs/{run_id}", tags=["runs"])
+def get_run(run_id: int, session: SessionDep) -> dict:
+    """A run's state and, once done, both outcomes."""
+    run = session.get(Run, run_id)
+    if run is None:
+        raise HTTPException(404, f"no run {run_id}")
+    return runs.run_public(run)
+
+
+@router.get("/healthz", tags=["service"])
+def healthz(session: SessionDep) -> dict:
+    """Liveness, the number of entries, the queue, and the workers seen."""
+    n = session.exec(select(func.count()).select_from(Entry)).one()
+    states = dict(session.exec(select(Run.state, func.count()).group_by(Run.state)).all())
+    workers = [{"id": w.id, "device": w.device, "torch_version": w.torch_version, "gpus": w.gpus,
+                "hostname": w.hostname, "last_seen": w.last_seen.isoformat()}
+               for w in session.exec(select(Worker).order_by(Worker.last_seen.desc())).all()]
+    return {"status": "ok", "entries": n, "queue": {"queued": states.get("queued", 0),
+            "running": states.get("running", 0)}, "workers": workers}
