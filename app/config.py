@@ -20,7 +20,7 @@ class Settings(BaseSettings):
 
     # search
     max_query_bytes: int = Field(1_000_000, description="Largest accepted search text; longer pastes get 413.")
-    confident_score: float = Field(0.55, description="Signature similarity (0-1) at or above which a match is confident.")
+    confident_score: float = Field(0.7, description="Signature similarity (0-1) at or above which a match is confident.")
     search_limit: int = Field(10, description="Results returned by a search.")
 
     # runs and workers

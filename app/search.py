@@ -24,6 +24,8 @@ from .normalize import WORD, extract, normalize
 
 AUX_WEIGHT = 0.3  # quoted names matter, but less than the words around them
 CANDIDATES = 100
+GENERIC_WORDS = 5
+QUOTED_MISMATCH = 0.7
 TOKENS_PER_LINE = 6
 MAX_QUERY_TOKENS = 24
 STOPWORDS = frozenset("a an and are as at be but by for from has have how i in is it my of on or that the this "
@@ -43,6 +45,7 @@ class Hit:
     matched: str  # the signature (or the words) that matched
     line: str = ""  # the line of the paste it matched
     kind: str = "signature"  # signature | text
+    support: float = 0.0  # how well the entry also matches the paste's other lines (ranking only)
 
 
 @dataclass
@@ -54,7 +57,7 @@ class SearchResult:
     ignored: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        return {"query": self.query, "confident": self.confident, "results": [asdict(h) for h in self.results],
+        return {"query": self.query, "confident": self.confident, "results": [{k: v for k, v in asdict(h).items() if k != "support"} for h in self.results],
                 "lines": self.lines, "ignored": self.ignored}
 
 
@@ -78,7 +81,7 @@ def similarity(line_w: dict[str, float], sig_w: dict[str, float]) -> float:
 class Searcher:
     """Search over one database; caches document frequencies until the content changes."""
 
-    def __init__(self, engine: Engine, *, confident_score: float = 0.55, limit: int = 10,
+    def __init__(self, engine: Engine, *, confident_score: float = 0.7, limit: int = 10,
                  max_query_bytes: int = 1_000_000):
         self.engine = engine
         self.confident_score = confident_score
@@ -144,7 +147,7 @@ class Searcher:
                 if h.slug not in hits or hits[h.slug].score < h.score:
                     hits[h.slug] = h
             confident = text_confident
-        ranked = sorted(hits.values(), key=lambda h: -h.score)[:limit]
+        ranked = sorted(hits.values(), key=lambda h: -(h.score + 0.1 * h.support))[:limit]
         return SearchResult(text[:200], confident and bool(ranked), ranked, [line for line, _, _ in normalized],
                             {k: v for k, v in ignored.items() if v})
 
@@ -154,7 +157,7 @@ class Searcher:
         for line, weight, n in lines:
             known = sorted({t for t in n.tokens + n.aux if t in self._sig_df}, key=self._sig_df.__getitem__)
             query_tokens.extend(t for t in known[:TOKENS_PER_LINE] if t not in query_tokens)
-            line_weights.append((line, weight, _weights(n.tokens, n.aux, self.idf)))
+            line_weights.append((line, weight, _weights(n.tokens, n.aux, self.idf), set(n.aux)))
         if not query_tokens:
             return {}
         match = " OR ".join(f'"{t}"' for t in query_tokens[:MAX_QUERY_TOKENS])
@@ -164,14 +167,29 @@ class Searcher:
             "JOIN signature s ON s.id = f.rowid JOIN entry e ON e.slug = s.entry_slug",
             (match, CANDIDATES),
         ).fetchall()
-        hits: dict[str, Hit] = {}
+        best: dict[str, Hit] = {}
+        per_line: dict[str, dict[str, float]] = {}  # slug -> paste line -> best score
         for slug, sig_text, tokens, aux, title, category in rows:
-            sig_w = _weights(tokens.split(), aux.split(), self.idf)
-            for line, weight, line_w in line_weights:
-                score = round(similarity(line_w, sig_w) * weight, 4)
-                if score > 0.1 and (slug not in hits or hits[slug].score < score):
-                    hits[slug] = Hit(slug, title, category, score, sig_text, line)
-        return hits
+            sig_tokens, sig_aux = tokens.split(), set(aux.split())
+            sig_w = _weights(sig_tokens, list(sig_aux), self.idf)
+            # a short signature whose point is a quoted name ("No module named 'models'") must not
+            # claim a paste that quotes a different name
+            generic = len([t for t in sig_tokens if not t.startswith("_")]) <= GENERIC_WORDS
+            for line, weight, line_w, line_aux in line_weights:
+                score = similarity(line_w, sig_w) * weight
+                if generic and sig_aux and line_aux and not sig_aux & line_aux:
+                    score *= QUOTED_MISMATCH
+                score = round(score, 4)
+                if score <= 0.1:
+                    continue
+                seen = per_line.setdefault(slug, {})
+                seen[line] = max(seen.get(line, 0.0), score)
+                if slug not in best or best[slug].score < score:
+                    best[slug] = Hit(slug, title, category, score, sig_text, line)
+        # an entry that explains more lines of the paste ranks first among equals
+        for slug, hit in best.items():
+            hit.support = sum(per_line[slug].values()) - hit.score
+        return best
 
     def _by_text(self, conn: sqlite3.Connection, text: str, *, only_free: bool) -> tuple[list[Hit], bool]:
         # the porter tokenizer stems both sides, so words go in as typed (quoted: never syntax)
@@ -187,8 +205,8 @@ class Searcher:
         ).fetchall()
         if not rows:
             return [], False
-        top = rows[0][3] or 1.0
-        hits = [Hit(slug, title, cat, round(0.5 * s / top, 4), " ".join(known), text[:200], "text")
+        # BM25 is unbounded; squash it below the confidence threshold (free text rarely proves a match)
+        hits = [Hit(slug, title, cat, round(0.6 * s / (s + 8.0), 4), " ".join(known), text[:200], "text")
                 for slug, title, cat, s in rows]
         # short free text that names one entry clearly: every word found, well ahead of the next
         confident = False

@@ -57,8 +57,12 @@ def device_facts() -> dict:
     return facts
 
 
-def _cuda_poisoned() -> str | None:
-    """After the snippet: is the CUDA context dead (device-side assert, illegal access)?"""
+def cuda_poisoned() -> str | None:
+    """After the snippet: is the CUDA context dead (device-side assert, illegal access)?
+
+    Such errors are sticky: every later CUDA call in this process fails, yet the process would
+    exit 0. Sandbox children are single-use, so a poisoned process never runs anything else.
+    """
     torch = sys.modules.get("torch")
     if torch is None or not torch.cuda.is_initialized():
         return None
@@ -89,7 +93,7 @@ def run_code(code: str, *, workdir: str | None = None) -> dict:
         except BaseException as exc:  # KeyboardInterrupt included: the snippet raised it
             result.update(outcome="raised", exc_type=type(exc).__name__, exc_names=_names(type(exc)),
                           message=str(exc), traceback=_trim_traceback(exc, path))
-        poisoned = _cuda_poisoned()
+        poisoned = cuda_poisoned()
     result["duration_ms"] = round((time.perf_counter() - start) * 1000, 2)
     result["warnings"] = [
         {"category": w.category.__name__, "names": _names(w.category), "message": str(w.message),
@@ -105,6 +109,9 @@ def run_code(code: str, *, workdir: str | None = None) -> dict:
         result["outcome"] = "warned"
     result.update(device_facts())
     return result
+
+
+_cuda_poisoned = cuda_poisoned  # the earlier private name
 
 
 def finish(result: dict, *, stdout: str, stderr: str, truncated: bool, check: str | None,
@@ -132,10 +139,14 @@ def main(argv: list[str]) -> int:
     with warnings.catch_warnings():  # the pool imports torch before any snippet: do the same
         warnings.simplefilter("ignore")
         import torch  # noqa: F401
-    result = run_code(job["code"])
+    result = run_code(job["code"], workdir=job.get("workdir"))
     with open(argv[1], "w") as fh:
         json.dump(result, fh)
-    sys.stdout.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # the snippet may have closed or replaced it
+            pass
     os._exit(0)  # skip interpreter teardown: a snippet's leftover threads must not hang the exit
 
 

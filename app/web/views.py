@@ -1,0 +1,194 @@
+"""Data for the HTML pages: one function per page, returning plain dicts the templates read.
+
+Routes in `pages.py` stay short (parse -> one of these -> render); the full page and its HTMX
+fragment are rendered from the same dict (STYLE.md item 8).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import timedelta
+
+from sqlmodel import Session, func, select
+
+from .. import runs
+from ..categories import CATEGORIES
+from ..models import Entry, Result, Run, Worker, utcnow
+from ..search import Searcher
+from . import render
+
+WORKER_FRESH_S = 60  # a worker seen this recently counts as connected
+RECENT = 6
+
+
+# -- home and categories ---------------------------------------------------------------------------
+def categories(session: Session) -> list[dict]:
+    """The nine categories with their entry counts, in the fixed order."""
+    counts = dict(session.exec(select(Entry.category, func.count()).group_by(Entry.category)).all())
+    return [{"name": name, "title": title, "description": desc, "count": counts.get(name, 0)}
+            for name, (title, desc) in CATEGORIES.items()]
+
+
+def recently_reproduced(session: Session, limit: int = RECENT) -> list[dict]:
+    """Entries with the newest stored outcomes, newest first."""
+    newest = func.max(Result.recorded_at)
+    rows = session.exec(select(Result.entry_slug, newest).group_by(Result.entry_slug)
+                        .order_by(newest.desc()).limit(limit * 2)).all()
+    entries = {e.slug: e for e in session.exec(select(Entry).where(Entry.slug.in_([r[0] for r in rows]))).all()}
+    out = []
+    for slug, at in rows:
+        if slug in entries:
+            e = entries[slug]
+            out.append({"slug": slug, "title": e.title, "category": e.category, "when": render.when(at),
+                        "iso": render.iso(at)})
+    return out[:limit]
+
+
+def home(session: Session) -> dict:
+    return {"categories": categories(session), "recent": recently_reproduced(session)}
+
+
+def badge(entry: Entry, latest: dict[str, Result]) -> dict:
+    """Verification badge from the latest stored outcomes: passed / failed / partial / not yet run."""
+    if not latest:
+        return {"state": "none", "label": "not yet run", "detail": "No stored run for the current snippets."}
+    newest = max(latest.values(), key=lambda r: r.recorded_at)
+    where = f"{newest.device} · torch {newest.torch_version} · {render.when(newest.recorded_at)}"
+    has_fixed = entry.data.get("fixed") is not None
+    expected = [latest[p].expected for p in runs.PARTS if p in latest]
+    if any(x is False for x in expected):
+        return {"state": "fail", "label": "failed", "detail": f"did not behave as described on {where}"}
+    if all(x is True for x in expected) and ("fixed" in latest or not has_fixed) and "broken" in latest:
+        return {"state": "pass", "label": "verified", "detail": f"passed on {where}"}
+    return {"state": "partial", "label": "partly run", "detail": f"last run on {where}"}
+
+
+def category(session: Session, name: str) -> dict | None:
+    """A category's entries, each with its summary and verification badge; None if unknown."""
+    if name not in CATEGORIES:
+        return None
+    title, description = CATEGORIES[name]
+    items = []
+    for e in session.exec(select(Entry).where(Entry.category == name).order_by(Entry.title)).all():
+        items.append({"slug": e.slug, "title": e.title, "summary": render.markdown_inline(e.summary),
+                      "needs": needs(e.data.get("requires", {})),
+                      "badge": badge(e, runs.latest_results(session=session, entry=e))})
+    return {"name": name, "title": title, "description": description, "entries": items}
+
+
+def needs(requires: dict) -> list[str]:
+    """Short requirement tags: "CUDA GPU", "2 GPUs", "onnx"."""
+    tags = []
+    gpus = int(requires.get("gpus") or 0)
+    if gpus > 1:
+        tags.append(f"{gpus} GPUs")
+    elif requires.get("cuda") or gpus == 1:
+        tags.append("CUDA GPU")
+    tags.extend(requires.get("packages") or [])
+    return tags
+
+
+# -- search ----------------------------------------------------------------------------------------
+def search(searcher: Searcher, q: str) -> dict:
+    """Results for a paste, with marks, what was ignored, and the closest categories when unsure.
+
+    Raises `search.QueryError` for empty or oversized text.
+    """
+    result = searcher.search(q)
+    hits = []
+    for h in result.results:
+        matched = render.mark_shared(h.matched, h.line) if h.kind == "signature" else h.matched
+        hits.append({"slug": h.slug, "title": h.title, "category": h.category,
+                     "category_title": CATEGORIES.get(h.category, (h.category,))[0], "score": h.score,
+                     "kind": h.kind, "matched": matched, "line": h.line})
+    closest: dict[str, float] = defaultdict(float)
+    for h in result.results:
+        closest[h.category] += h.score
+    return {"q": q, "confident": result.confident, "hits": hits, "lines": result.lines,
+            "ignored": render.ignored_summary(result.ignored),
+            "closest": [{"name": c, "title": CATEGORIES.get(c, (c,))[0]}
+                        for c in sorted(closest, key=lambda c: -closest[c])[:3]]}
+
+
+# -- entries and runs ------------------------------------------------------------------------------
+def _expect_text(expect: dict | None) -> str:
+    if not expect:
+        return ""
+    outcome = expect.get("outcome", "")
+    if outcome == "raised":
+        text = f"should raise {expect.get('exc_type', 'an exception')}"
+    elif outcome == "warned":
+        text = f"should warn ({expect.get('warning', 'a warning')})"
+    elif outcome == "wrong":
+        text = "should finish with a silently wrong result"
+    else:
+        text = "should finish cleanly"
+    if expect.get("match"):
+        text += f" matching “{expect['match']}”"
+    return text
+
+
+def entry(session: Session, e: Entry) -> dict:
+    """Everything the entry page shows except the run panel."""
+    d = e.data
+    snippets = runs.entry_snippets(e)
+    broken, fixed = snippets["broken"], snippets["fixed"]
+    left, right = render.diff_snippets(broken["code"], fixed["code"] if fixed else "")
+    requires = d.get("requires", {})
+    return {
+        "slug": e.slug, "title": e.title, "category": e.category,
+        "category_title": CATEGORIES.get(e.category, (e.category,))[0],
+        "summary": render.markdown(e.summary), "cause": render.markdown(e.cause), "fix": render.markdown(e.fix),
+        "signatures": d.get("signatures", []), "tags": d.get("tags", []), "torch": d.get("torch", ""),
+        "sources": d.get("sources", []), "needs": needs(requires),
+        "fresh_process": bool(requires.get("fresh_process")),
+        "reproducible": requires.get("reproducible", True),
+        "broken": {"lines": left, "expect": _expect_text(broken.get("expect"))},
+        "fixed": {"lines": right, "expect": _expect_text(fixed.get("expect"))} if fixed else None,
+        "badge": badge(e, runs.latest_results(session=session, entry=e)),
+    }
+
+
+def outcome(part: str, o: dict, at) -> dict:
+    """One snippet's outcome, every optional field defaulted, for the outcome card."""
+    return {"part": part, "outcome": o.get("outcome") or "unknown", "exc_type": o.get("exc_type") or "",
+            "message": o.get("message") or "", "traceback": o.get("traceback") or "",
+            "warnings": o.get("warnings") or [], "stdout": o.get("stdout") or "", "stderr": o.get("stderr") or "",
+            "truncated": bool(o.get("truncated")), "duration": render.duration(o.get("duration_ms")),
+            "device": o.get("device") or "", "torch_version": o.get("torch_version") or "",
+            "expected": o.get("expected"), "reason": o.get("reason") or "",
+            "when": render.when(at), "iso": render.iso(at)}
+
+
+def _workers_connected(session: Session) -> bool:
+    fresh = utcnow() - timedelta(seconds=WORKER_FRESH_S)
+    return session.exec(select(func.count()).select_from(Worker).where(Worker.last_seen > fresh)).one() > 0
+
+
+def panel(session: Session, *, slug: str, e: Entry | None, run: Run | None = None, message: str = "") -> dict:
+    """The outcomes panel: a run's state and results, or the latest stored outcomes of the entry."""
+    out = {"slug": slug, "can_run": e is not None, "run": None, "polling": False, "outcomes": [],
+           "source": "none", "message": message}
+    if run is not None:
+        pending = run.state != "done"
+        ahead = 0
+        if run.state == "queued":
+            ahead = session.exec(select(func.count()).select_from(Run)
+                                 .where(Run.state == "queued", Run.id < run.id)).one()
+        out["run"] = {"id": run.id, "state": run.state, "ahead": ahead,
+                      "interrupted": bool(run.job.get("interrupted")),
+                      "no_workers": pending and not _workers_connected(session),
+                      "when": render.when(run.finished_at or run.created_at)}
+        out["polling"] = pending
+        if not pending:
+            out["source"] = "run"
+            out["outcomes"] = [outcome(p, run.results[p], run.finished_at) for p in runs.PARTS
+                               if p in run.results]
+            return out
+    if e is not None:
+        latest = runs.latest_results(session=session, entry=e)
+        if latest:
+            out["source"] = "stored"
+            out["outcomes"] = [outcome(p, latest[p].outcome, latest[p].recorded_at) for p in runs.PARTS
+                               if p in latest]
+    return out

@@ -1,0 +1,99 @@
+"""Search on realistic pastes: other paths, shapes, sizes, formats and wordings than the signatures."""
+
+from __future__ import annotations
+
+import pytest
+
+# (paste, slug that must come first). Each differs from the entry's signatures in its volatile parts.
+PASTES = {
+    "linear-windows-traceback": ("""Traceback (most recent call last):
+  File "C:\\Users\\ana\\projects\\mnist\\train.py", line 88, in <module>
+    out = model(xb)
+  File "C:\\Users\\ana\\miniconda3\\envs\\t\\lib\\site-packages\\torch\\nn\\modules\\module.py", line 1751, in _call_impl
+    return forward_call(*args, **kwargs)
+  File "C:\\Users\\ana\\projects\\mnist\\model.py", line 21, in forward
+    return self.fc(x)
+RuntimeError: mat1 and mat2 shapes cannot be multiplied (32x9216 and 4608x128)
+""", "linear-in-features-mismatch"),
+    "linear-old-wording": ("RuntimeError: size mismatch, m1: [16 x 2048], m2: [512 x 10] at /opt/conda/conda-bld/pytorch_1556653114079/work/aten/src/TH/generic/THTensorMath.cpp:961",
+                           "linear-in-features-mismatch"),
+    "view-jupyter": ("""---------------------------------------------------------------------------
+RuntimeError                              Traceback (most recent call last)
+Cell In[12], line 3
+      1 x = feats.transpose(1, 2)
+----> 3 x.view(x.size(0), -1)
+
+RuntimeError: view size is not compatible with input tensor's size and stride (at least one dimension spans across two contiguous subspaces). Use .reshape(...) instead.""", "view-non-contiguous"),
+    "view-old-wording": ("RuntimeError: invalid argument 2: view size is not compatible with input tensor's size and stride (at least one dimension spans across two contiguous subspaces). Call .contiguous() before .view(). at /pytorch/aten/src/TH/generic/THTensor.cpp:203",
+                         "view-non-contiguous"),
+    "progress-bar-noise": ("""Epoch 3:  37%|███▋      | 370/1000 [00:12<00:21, 29.1it/s, loss=0.231]\r
+2026-11-02 10:31:07,113 INFO step=370 lr=3.0e-04 gpu_mem=11.2GiB
+Traceback (most recent call last):
+  File "/srv/jobs/seg/train.py", line 140, in <module>
+    loss = criterion(logits, masks)
+  File "/srv/jobs/seg/.venv/lib/python3.12/site-packages/torch/nn/modules/loss.py", line 1295, in forward
+    return F.cross_entropy(input, target, weight=self.weight,
+IndexError: Target 21 is out of bounds.
+wandb: Waiting for W&B process to finish... (failed 1).""", "cross-entropy-target-out-of-range"),
+    "size-mismatch-head": ("""RuntimeError: Error(s) in loading state_dict for EfficientNet:
+	size mismatch for classifier.1.weight: copying a param with shape torch.Size([1000, 1280]) from checkpoint, the shape in current model is torch.Size([7, 1280]).
+	size mismatch for classifier.1.bias: copying a param with shape torch.Size([1000]) from checkpoint, the shape in current model is torch.Size([7]).""",
+                           "size-mismatch-classifier-head"),
+    "weights-only-other-global": ("""_pickle.UnpicklingError: Weights only load failed. This file can still be loaded, to do so you have two options, do those steps only if you trust the source of the checkpoint.
+	(1) In PyTorch 2.6, we changed the default value of the `weights_only` argument in `torch.load` from `False` to `True`. Re-running `torch.load` with `weights_only` set to `False` will likely succeed, but it can result in arbitrary code execution. Do it only if you got the file from a trusted source.
+	(2) Alternatively, to load with `weights_only=True` please check the recommended steps in the following error message.
+	WeightsUnpickler error: Unsupported global: GLOBAL omegaconf.dictconfig.DictConfig was not an allowed global by default. Please use `torch.serialization.add_safe_globals([DictConfig])` or the `torch.serialization.safe_globals([DictConfig])` context manager to allowlist this global if you trust this class/function.""",
+                                  "weights-only-load-failed"),
+    "backward-twice": ("RuntimeError: Trying to backward through the graph a second time (or directly access saved tensors after they have already been freed). Saved intermediate values of the graph are freed when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or if you need to access saved tensors after calling backward.",
+                       "backward-graph-second-time"),
+    "inplace-other-version": ("RuntimeError: one of the variables needed for gradient computation has been modified by an inplace operation: [torch.cuda.FloatTensor [512, 256]], which is output 0 of TBackward0, is at version 4; expected version 3 instead. Hint: enable anomaly detection to find the operation that failed to compute its gradient, with torch.autograd.set_detect_anomaly(True).",
+                              "inplace-modified-needed-for-grad"),
+    "broadcast-other-dims": ("""  File "/home/kim/vit/attn.py", line 57, in forward
+    attn = attn + self.rel_bias
+RuntimeError: The size of tensor a (197) must match the size of tensor b (196) at non-singleton dimension 3""",
+                             "broadcast-size-mismatch"),
+    "truncated-checkpoint": ("RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory",
+                             "truncated-checkpoint-central-directory"),
+    "element-0": ("RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn",
+                  "element-0-does-not-require-grad"),
+    "ddp-attr": ("AttributeError: 'DistributedDataParallel' object has no attribute 'generate'",
+                 "dataparallel-attribute-needs-module"),
+}
+
+UNRELATED = [
+    "KeyError: 'learning_rate'",
+    "ModuleNotFoundError: No module named 'transformers'",
+    "ConnectionRefusedError: [Errno 111] Connection refused",
+    "TypeError: unsupported operand type(s) for +: 'int' and 'str'",
+    "FileNotFoundError: [Errno 2] No such file or directory: 'data/train.csv'",
+    "hello world",
+    "SyntaxError: invalid syntax",
+    "ZeroDivisionError: division by zero",
+]
+
+
+@pytest.mark.parametrize("name", sorted(PASTES))
+def test_search_paste_lands_on_entry(searcher, name):
+    paste, slug = PASTES[name]
+    result = searcher.search(paste)
+    assert result.results, f"{name}: no results"
+    assert result.results[0].slug == slug, f"{name}: got {[(h.slug, h.score) for h in result.results[:3]]}"
+    assert result.confident, f"{name}: not confident ({result.results[0].score})"
+
+
+@pytest.mark.parametrize("text", UNRELATED)
+def test_search_unrelated_is_not_confident(searcher, text):
+    result = searcher.search(text)
+    assert not result.confident, [(h.slug, h.score, h.matched) for h in result.results[:3]]
+
+
+def test_search_reports_ignored_parts(searcher):
+    result = searcher.search(PASTES["linear-windows-traceback"][0])
+    assert result.ignored.get("shape") == 2
+    assert result.ignored.get("traceback frame", 0) >= 3
+    assert result.lines[0].startswith("RuntimeError: mat1 and mat2")
+
+
+def test_search_free_text_finds_entry(searcher):
+    result = searcher.search("loss becomes nan")
+    assert result.results and result.results[0].slug == "nan-loss"
