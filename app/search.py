@@ -1,9 +1,10 @@
 """Find the entry that explains a pasted error.
 
 1. `normalize.extract` picks the lines that carry the error and sets volatile parts aside.
-2. Signature match: the rarest tokens of those lines fetch candidate signatures from the FTS5
-   index; each candidate is rescored by IDF-weighted overlap (recall of the signature weighs most).
-3. Free text ("dataloader hangs"): BM25 over title, summary and body.
+2. Signature match: an in-memory inverted index over the normalised signatures (built from SQLite
+   once per content generation) gathers the signatures that share the paste's rarest tokens; each is
+   rescored by IDF-weighted overlap, the signature's recall weighing most.
+3. Free text ("dataloader hangs"): FTS5 BM25 over title, summary and body.
 4. Confident only when a signature matches well, or free text names one entry clearly.
 
 User text never reaches FTS5 as syntax: queries are built from our own `[a-z0-9_]` tokens, each
@@ -12,22 +13,28 @@ double-quoted.
 
 from __future__ import annotations
 
+import heapq
 import math
 import sqlite3
 import threading
+from array import array
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from operator import itemgetter
 
 from sqlalchemy.engine import Engine
 
-from .normalize import WORD, extract, normalize
+from .normalize import WORD, Normalized, extract, normalize
 
 AUX_WEIGHT = 0.3  # quoted names matter, but less than the words around them
-CANDIDATES = 100
+MAX_LINES = 4  # error lines of a paste that gather candidates (best first)
+POSTINGS_BUDGET = 4000  # signature ids visited per search, rarest tokens first
+CANDIDATES = 40  # rescored precisely
 GENERIC_WORDS = 5
 QUOTED_MISMATCH = 0.7
-TOKENS_PER_LINE = 6
-MAX_QUERY_TOKENS = 24
+BARE_WORDS = 4
+BARE_CAP = 0.65
+TEXT_TERMS = 12
 STOPWORDS = frozenset("a an and are as at be but by for from has have how i in is it my of on or that the this "
                       "to was when why with without not no do does did can get got".split())
 
@@ -57,15 +64,53 @@ class SearchResult:
     ignored: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        return {"query": self.query, "confident": self.confident, "results": [{k: v for k, v in asdict(h).items() if k != "support"} for h in self.results],
+        return {"query": self.query, "confident": self.confident,
+                "results": [{k: v for k, v in asdict(h).items() if k != "support"} for h in self.results],
                 "lines": self.lines, "ignored": self.ignored}
 
 
-def _weights(tokens: list[str], aux: list[str], idf) -> dict[str, float]:
-    w = {t: idf(t) for t in tokens}
-    for t in aux:
-        w.setdefault(t, AUX_WEIGHT * idf(t))
-    return w
+class SignatureIndex:
+    """Token -> signature ids, with IDF, for every signature in the database."""
+
+    def __init__(self, rows):
+        postings: dict[str, array] = {}
+        n = 0
+        for sid, tokens, aux in rows:
+            n += 1
+            for t in set(tokens.split()) | set(aux.split()):
+                postings.setdefault(t, array("i")).append(sid)
+        self.postings = postings
+        self.n = max(n, 1)
+        self.idf = {t: math.log(1 + self.n / (len(p) + 0.5)) for t, p in postings.items()}
+        self.idf_unknown = math.log(1 + self.n / 0.5)
+
+    def weights(self, tokens: list[str], aux: list[str] | set[str]) -> dict[str, float]:
+        idf, unknown = self.idf, self.idf_unknown
+        w = {t: idf.get(t, unknown) for t in tokens}
+        for t in aux:
+            w.setdefault(t, AUX_WEIGHT * idf.get(t, unknown))
+        return w
+
+    def candidates(self, lines: list[Normalized]) -> list[int]:
+        """Signatures sharing the most IDF weight of the paste's rarest tokens.
+
+        Rare tokens first, within a budget of postings: a huge knowledge base costs the same as a
+        small one, and common words ("runtimeerror", "tensor") never decide anything anyway.
+        """
+        postings = self.postings
+        tokens = {t for n in lines[:MAX_LINES] for t in n.tokens + n.aux if t in postings}
+        score: dict[int, float] = {}
+        get = score.get
+        budget = POSTINGS_BUDGET
+        for t in sorted(tokens, key=lambda t: len(postings[t])):
+            ids = postings[t]
+            if len(ids) > budget and score:
+                break
+            budget -= len(ids)
+            w = self.idf[t]
+            for sid in ids[:POSTINGS_BUDGET]:
+                score[sid] = get(sid, 0.0) + w
+        return [sid for sid, _ in heapq.nlargest(CANDIDATES, score.items(), key=itemgetter(1))]
 
 
 def similarity(line_w: dict[str, float], sig_w: dict[str, float]) -> float:
@@ -79,7 +124,7 @@ def similarity(line_w: dict[str, float], sig_w: dict[str, float]) -> float:
 
 
 class Searcher:
-    """Search over one database; caches document frequencies until the content changes."""
+    """Search over one database; rebuilds its signature index when the content changes."""
 
     def __init__(self, engine: Engine, *, confident_score: float = 0.7, limit: int = 10,
                  max_query_bytes: int = 1_000_000):
@@ -89,8 +134,7 @@ class Searcher:
         self.max_query_bytes = max_query_bytes
         self._lock = threading.Lock()
         self._generation: str | None = None
-        self._sig_df: dict[str, int] = {}
-        self._sig_n = 1
+        self._index = SignatureIndex([])
         self._local = threading.local()
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -102,18 +146,15 @@ class Searcher:
             self._local.conn = conn
         return conn
 
-    def _refresh(self, conn: sqlite3.Connection) -> None:
+    def _refresh(self, conn: sqlite3.Connection) -> SignatureIndex:
         row = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
         gen = row[0] if row else "0"
-        if gen == self._generation:
-            return
-        with self._lock:
-            self._sig_df = dict(conn.execute("SELECT term, doc FROM sig_vocab"))
-            self._sig_n = conn.execute("SELECT count(*) FROM signature").fetchone()[0] or 1
-            self._generation = gen
-
-    def idf(self, token: str) -> float:
-        return math.log(1 + self._sig_n / (self._sig_df.get(token, 0) + 0.5))
+        if gen != self._generation:
+            with self._lock:
+                if gen != self._generation:
+                    self._index = SignatureIndex(conn.execute("SELECT id, tokens, aux FROM signature"))
+                    self._generation = gen
+        return self._index
 
     # -- search -----------------------------------------------------------------------------
     def search(self, text: str, *, limit: int | None = None) -> SearchResult:
@@ -127,7 +168,7 @@ class Searcher:
             raise QueryError("the search text is empty: paste an error message or a traceback")
         limit = limit or self.limit
         conn = self._conn()
-        self._refresh(conn)
+        index = self._refresh(conn)
         ex = extract(text)
         ignored: Counter = Counter()
         normalized = []
@@ -137,48 +178,40 @@ class Searcher:
             normalized.append((line, weight, n))
         if ex.frames:
             ignored["traceback frame"] = ex.frames
-        hits = self._by_signature(conn, normalized) if normalized else {}
-        best = max((h.score for h in hits.values()), default=0.0)
-        confident = best >= self.confident_score
-        if not confident:
+        hits = self._by_signature(conn, index, normalized) if normalized else {}
+        confident = max((h.score for h in hits.values()), default=0.0) >= self.confident_score
+        if not normalized or not hits:
+            # free text, or an error no signature knows: BM25 over what entries say
             free = ex.free_text if not normalized else " ".join(line for line, _, _ in normalized)
-            text_hits, text_confident = self._by_text(conn, free, only_free=not normalized)
+            text_hits, confident = self._by_text(conn, free, only_free=not normalized)
             for h in text_hits:
-                if h.slug not in hits or hits[h.slug].score < h.score:
-                    hits[h.slug] = h
-            confident = text_confident
+                hits.setdefault(h.slug, h)
         ranked = sorted(hits.values(), key=lambda h: -(h.score + 0.1 * h.support))[:limit]
         return SearchResult(text[:200], confident and bool(ranked), ranked, [line for line, _, _ in normalized],
                             {k: v for k, v in ignored.items() if v})
 
-    def _by_signature(self, conn: sqlite3.Connection, lines) -> dict[str, Hit]:
-        query_tokens: list[str] = []
-        line_weights = []
-        for line, weight, n in lines:
-            known = sorted({t for t in n.tokens + n.aux if t in self._sig_df}, key=self._sig_df.__getitem__)
-            query_tokens.extend(t for t in known[:TOKENS_PER_LINE] if t not in query_tokens)
-            line_weights.append((line, weight, _weights(n.tokens, n.aux, self.idf), set(n.aux)))
-        if not query_tokens:
+    def _by_signature(self, conn: sqlite3.Connection, index: SignatureIndex, lines) -> dict[str, Hit]:
+        ids = index.candidates([n for _, _, n in lines])
+        if not ids:
             return {}
-        match = " OR ".join(f'"{t}"' for t in query_tokens[:MAX_QUERY_TOKENS])
         rows = conn.execute(
-            "SELECT s.entry_slug, s.text, s.tokens, s.aux, e.title, e.category FROM "
-            "(SELECT rowid FROM sig_fts WHERE sig_fts MATCH ? ORDER BY rank LIMIT ?) AS f "
-            "JOIN signature s ON s.id = f.rowid JOIN entry e ON e.slug = s.entry_slug",
-            (match, CANDIDATES),
-        ).fetchall()
+            "SELECT s.entry_slug, s.text, s.tokens, s.aux, e.title, e.category FROM signature s "
+            f"JOIN entry e ON e.slug = s.entry_slug WHERE s.id IN ({','.join('?' * len(ids))})", ids).fetchall()
+        line_weights = [(line, weight, index.weights(n.tokens, n.aux), set(n.aux)) for line, weight, n in lines]
         best: dict[str, Hit] = {}
         per_line: dict[str, dict[str, float]] = {}  # slug -> paste line -> best score
         for slug, sig_text, tokens, aux, title, category in rows:
             sig_tokens, sig_aux = tokens.split(), set(aux.split())
-            sig_w = _weights(sig_tokens, list(sig_aux), self.idf)
-            # a short signature whose point is a quoted name ("No module named 'models'") must not
-            # claim a paste that quotes a different name
-            generic = len([t for t in sig_tokens if not t.startswith("_")]) <= GENERIC_WORDS
+            sig_w = index.weights(sig_tokens, sig_aux)
+            words = len([t for t in sig_tokens if not t.startswith("_")])
             for line, weight, line_w, line_aux in line_weights:
                 score = similarity(line_w, sig_w) * weight
-                if generic and sig_aux and line_aux and not sig_aux & line_aux:
+                # a short signature whose point is a quoted name ("No module named 'models'") must
+                # not claim a paste that quotes a different name
+                if words <= GENERIC_WORDS and sig_aux and line_aux and not sig_aux & line_aux:
                     score *= QUOTED_MISMATCH
+                if words <= BARE_WORDS:  # "ZeroDivisionError: division by zero" says too little alone
+                    score = min(score, BARE_CAP)
                 score = round(score, 4)
                 if score <= 0.1:
                     continue
@@ -194,26 +227,22 @@ class Searcher:
     def _by_text(self, conn: sqlite3.Connection, text: str, *, only_free: bool) -> tuple[list[Hit], bool]:
         # the porter tokenizer stems both sides, so words go in as typed (quoted: never syntax)
         words = [w for w in WORD.findall(text.lower()) if w not in STOPWORDS and not w.isdigit() and len(w) > 1]
-        known = list(dict.fromkeys(words))[:MAX_QUERY_TOKENS]
-        if not known:
+        terms = list(dict.fromkeys(words))[:TEXT_TERMS]
+        if not terms:
             return [], False
-        match = " OR ".join(f'"{t}"' for t in known)
-        rows = conn.execute(
-            "SELECT slug, e.title, e.category, -bm25(entry_fts, 10.0, 4.0, 1.0) AS s "
-            "FROM entry_fts JOIN entry e USING (slug) WHERE entry_fts MATCH ? ORDER BY rank LIMIT ?",
-            (match, self.limit),
-        ).fetchall()
+        sql = ("SELECT slug, e.title, e.category, -bm25(entry_fts, 10.0, 4.0, 1.0) AS s "
+               "FROM entry_fts JOIN entry e USING (slug) WHERE entry_fts MATCH ? ORDER BY rank LIMIT ?")
+        # every word first (a small set, cheap to rank); any word only when that finds too little
+        every = conn.execute(sql, (" AND ".join(f'"{t}"' for t in terms), self.limit)).fetchall()
+        rows = every if len(every) >= 3 or len(terms) == 1 else every + [
+            r for r in conn.execute(sql, (" OR ".join(f'"{t}"' for t in terms), self.limit)).fetchall()
+            if r[0] not in {e[0] for e in every}]
         if not rows:
             return [], False
         # BM25 is unbounded; squash it below the confidence threshold (free text rarely proves a match)
-        hits = [Hit(slug, title, cat, round(0.6 * s / (s + 8.0), 4), " ".join(known), text[:200], "text")
-                for slug, title, cat, s in rows]
-        # short free text that names one entry clearly: every word found, well ahead of the next
-        confident = False
-        if only_free and 2 <= len(known) <= 8:
-            every = " AND ".join(f'"{t}"' for t in known)
-            n_all = conn.execute("SELECT count(*) FROM (SELECT 1 FROM entry_fts WHERE entry_fts MATCH ? LIMIT 3)",
-                                 (every,)).fetchone()[0]
-            second = rows[1][3] if len(rows) > 1 else 0.0
-            confident = n_all == 1 and rows[0][3] >= 1.3 * second
+        hits = [Hit(slug, title, cat, round(0.6 * s / (s + 8.0), 4), " ".join(terms), text[:200], "text")
+                for slug, title, cat, s in rows[: self.limit]]
+        # short free text naming one entry clearly: the only entry with every word, well ahead
+        confident = (only_free and 2 <= len(terms) <= 8 and len(every) >= 1
+                     and (len(every) == 1 or every[0][3] >= 1.5 * every[1][3]))
         return hits, confident
