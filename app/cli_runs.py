@@ -1,1 +1,154 @@
-"""CLI commands that run snippets: reproduce, verify, doctor (they import torch, via the sandbox)."""
+"""CLI commands that run snippets through a local warm pool: verify, reproduce, doctor.
+
+The pool's fork server imports torch in its own process; this one only talks to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .cli import cli, err, out
+from .config import Settings
+from .content import ContentError, LoadedEntry, load_dir
+from .runs import PARTS, empty_outcome
+
+
+def _pool(settings: Settings, size: int | None = None):
+    from .sandbox.limits import Limits
+    from .sandbox.pool import Pool
+
+    lim = settings.limits()
+    limits = Limits(timeout_s=lim["timeout_s"], cpu_s=lim["cpu_s"], memory_mb=lim["memory_mb"],
+                    gpu_memory_fraction=lim["gpu_memory_fraction"], max_procs=lim["max_procs"],
+                    max_output_bytes=lim["max_output_bytes"], max_file_mb=lim["max_file_mb"],
+                    network=lim["network"])
+    size = size or max(1, min(settings.worker_concurrency, os.cpu_count() or 1))
+    return Pool(size=size, spare=min(settings.worker_spare, size), limits=limits)
+
+
+def _job(e: LoadedEntry, part: str) -> dict | None:
+    snippet = getattr(e.spec, part)
+    if snippet is None:
+        return None
+    return {"code": snippet.code, "expect": snippet.expect.model_dump(exclude_none=True),
+            "check": snippet.check if snippet.check is not None else e.spec.check,
+            "requires": e.spec.requires.model_dump(), "fresh_process": e.spec.requires.fresh_process, "limits": {}}
+
+
+def run_entry(pool, e: LoadedEntry) -> dict:
+    """Both snippets of one entry, and a verdict: pass, fail or skipped (never skipped as passed)."""
+    results = {}
+    for part in PARTS:
+        job = _job(e, part)
+        results[part] = pool.run(job) if job else empty_outcome("skipped", "no fixed snippet")
+    broken, fixed = results["broken"], results["fixed"]
+    if broken.get("expected") is False or fixed.get("expected") is False:
+        status = "fail"
+        reason = "; ".join(f"{p}: {results[p].get('reason')}" for p in PARTS if results[p].get("expected") is False)
+    elif broken.get("outcome") == "skipped":
+        status, reason = "skipped", broken.get("reason")
+    else:
+        status = "pass"
+        reason = "diagnostic ran" if not e.spec.requires.reproducible else "broken and fixed behaved as declared"
+    return {"slug": e.slug, "category": e.category, "status": status, "reason": reason, **results}
+
+
+@cli.command()
+def verify(category: Annotated[Optional[str], typer.Option(help="Only this category")] = None,
+           as_json: Annotated[bool, typer.Option("--json", help="Print one JSON report")] = False,
+           slug: Annotated[Optional[list[str]], typer.Option(help="Only these entries")] = None) -> None:
+    """Run every entry's snippets and check them against their expectations; exit 1 on any mismatch."""
+    settings = Settings()
+    try:
+        entries = load_dir(settings.content_dir)
+    except ContentError as exc:
+        err.print(f"[red]content error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    entries = [e for e in entries if (not category or e.category == category) and (not slug or e.slug in slug)]
+    if not entries:
+        err.print("no entries selected")
+        raise typer.Exit(2)
+    report = []
+    with _pool(settings) as pool, Progress(TextColumn("verify"), BarColumn(), MofNCompleteColumn(),
+                                           TimeElapsedColumn(), TextColumn("{task.description}"),
+                                           console=err, disable=as_json and not err.is_terminal) as bar:
+        task = bar.add_task("", total=len(entries))
+        with ThreadPoolExecutor(pool.size) as ex:
+            for row in ex.map(lambda e: run_entry(pool, e), entries):
+                report.append(row)
+                bar.update(task, advance=1, description=f"{row['status']:7} {row['slug']}")
+    summary = {s: sum(r["status"] == s for r in report) for s in ("pass", "fail", "skipped")}
+    if as_json:
+        out.print_json(json.dumps({"entries": report, "summary": summary}, default=str))
+    else:
+        table = Table("status", "entry", "broken", "fixed", "reason", box=None)
+        colour = {"pass": "green", "fail": "red", "skipped": "yellow"}
+        for r in sorted(report, key=lambda r: (r["status"] != "fail", r["category"], r["slug"])):
+            table.add_row(f"[{colour[r['status']]}]{r['status']}[/]", f"{r['category']}/{r['slug']}",
+                          r["broken"].get("outcome"), r["fixed"].get("outcome"), (r["reason"] or "")[:120])
+        out.print(table)
+        out.print(f"{summary['pass']} passed, {summary['fail']} failed, {summary['skipped']} skipped")
+    if summary["fail"]:
+        raise typer.Exit(1)
+
+
+def _panel(part: str, o: dict) -> Panel:
+    head = f"[bold]{o.get('outcome')}[/bold]"
+    if o.get("exc_type"):
+        head += f"  {o['exc_type']}"
+    body = [head, (o.get("message") or "")[:1500]]
+    for w in o.get("warnings", [])[:3]:
+        body.append(f"[yellow]{w.get('category')}[/yellow]: {w.get('message', '')[:300]}")
+    if o.get("stdout"):
+        body.append("[dim]stdout[/dim]\n" + o["stdout"][-1500:])
+    body.append(f"[dim]{o.get('device')} · torch {o.get('torch_version')} · {o.get('duration_ms')} ms · "
+                f"{'as expected' if o.get('expected') else 'NOT as expected' if o.get('expected') is False else ''}[/dim]")
+    style = "green" if o.get("expected") else "red" if o.get("expected") is False else "yellow"
+    return Panel("\n".join(b for b in body if b), title=part, border_style=style, expand=True)
+
+
+@cli.command()
+def reproduce(slug: str) -> None:
+    """Run one entry's broken and fixed snippets here and show both outcomes side by side."""
+    settings = Settings()
+    try:
+        entry = next((e for e in load_dir(settings.content_dir) if e.slug == slug), None)
+    except ContentError as exc:
+        err.print(f"[red]content error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    if entry is None:
+        err.print(f"no entry {slug!r}; try `pitfalls search`")
+        raise typer.Exit(2)
+    with _pool(settings, size=1) as pool:
+        row = run_entry(pool, entry)
+    out.rule(f"[bold]{entry.spec.title}[/bold]")
+    grid = Table.grid(expand=True, padding=(0, 1))
+    grid.add_column(ratio=1)
+    grid.add_column(ratio=1)
+    grid.add_row(_panel("broken", row["broken"]), _panel("fixed", row["fixed"]))
+    out.print(grid)
+    if row["status"] == "fail":
+        raise typer.Exit(1)
+
+
+@cli.command()
+def doctor() -> None:
+    """What this machine offers the sandbox: device, torch, and which limits are enforced."""
+    settings = Settings()
+    with _pool(settings, size=1) as pool:
+        info = pool.info()
+    table = Table("limit", "enforced", "how", box=None)
+    for name, v in info["limits_enforced"].items():
+        table.add_row(name, "yes" if v["enforced"] else "[yellow]no[/yellow]", v["how"])
+    out.print(f"device: {info['device']} · torch {info['torch_version']} · GPUs: {info['gpus']}")
+    out.print(f"database: {settings.database_url} · content: {Path(settings.content_dir).resolve()}")
+    out.print(table)
