@@ -139,10 +139,13 @@ class Searcher:
 
     # -- plumbing ---------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
-        """One raw sqlite3 connection per thread: search is read-only and latency-bound."""
+        """One read-only sqlite3 connection per thread, our own: search is latency-bound, and the
+        engine's pool may be disposed under us (app shutdown, tests)."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self.engine.raw_connection().driver_connection
+            path = self.engine.url.database
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            conn.execute("PRAGMA busy_timeout = 5000")
             self._local.conn = conn
         return conn
 

@@ -13,7 +13,7 @@ from .. import runs
 from ..categories import CATEGORIES
 from ..models import Entry, Run, Worker
 from ..search import QueryError
-from .deps import SearcherDep, SessionDep, SettingsDep
+from .deps import RunId, SearcherDep, SessionDep, SettingsDep
 
 router = APIRouter()
 
@@ -153,7 +153,7 @@ def reproduce(slug: str, session: SessionDep, settings: SettingsDep, request: Re
 
 
 @router.get("/api/runs/{run_id}", tags=["runs"])
-def get_run(run_id: int, session: SessionDep) -> dict:
+def get_run(run_id: RunId, session: SessionDep) -> dict:
     """A run's state and, once done, both outcomes."""
     run = session.get(Run, run_id)
     if run is None:

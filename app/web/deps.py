@@ -6,7 +6,7 @@ import secrets
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Header, HTTPException, Request
+from fastapi import Depends, Header, HTTPException, Path, Request
 from sqlmodel import Session
 
 from ..config import Settings
@@ -34,6 +34,7 @@ def require_worker(request: Request, authorization: Annotated[str | None, Header
         raise HTTPException(401, "missing or wrong worker token", headers={"WWW-Authenticate": "Bearer"})
 
 
+RunId = Annotated[int, Path(ge=1, le=2**63 - 1, description="A run's id.")]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 SessionDep = Annotated[Session, Depends(get_session)]
 SearcherDep = Annotated[Searcher, Depends(get_searcher)]

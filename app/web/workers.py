@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from sqlmodel import Session
 
 from .. import runs
-from .deps import WorkerAuth
+from .deps import RunId, WorkerAuth
 
 router = APIRouter(prefix="/api/worker", tags=["workers"], dependencies=[WorkerAuth])
 
@@ -80,13 +80,13 @@ def _leased_call(request: Request, fn, **kwargs) -> dict:
 
 
 @router.post("/runs/{run_id}/heartbeat")
-def heartbeat(run_id: int, body: LeaseRef, request: Request) -> dict:
+def heartbeat(run_id: RunId, body: LeaseRef, request: Request) -> dict:
     """Keep a lease alive while the snippets run."""
     return _leased_call(request, runs.heartbeat, run_id=run_id, lease=body.lease)
 
 
 @router.post("/runs/{run_id}/result")
-def result(run_id: int, body: ResultBody, request: Request) -> dict:
+def result(run_id: RunId, body: ResultBody, request: Request) -> dict:
     """Post one part's outcome (broken or fixed)."""
     return _leased_call(request, runs.submit_result, run_id=run_id, lease=body.lease, part=body.part,
                         result=body.result)
