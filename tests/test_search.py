@@ -58,6 +58,40 @@ RuntimeError: The size of tensor a (197) must match the size of tensor b (196) a
                   "element-0-does-not-require-grad"),
     "ddp-attr": ("AttributeError: 'DistributedDataParallel' object has no attribute 'generate'",
                  "dataparallel-attribute-needs-module"),
+    "oom-2018": ("RuntimeError: CUDA out of memory. Tried to allocate 1.50 GiB (GPU 3; 10.92 GiB total capacity; 8.21 GiB already allocated; 906.38 MiB free; 8.35 GiB cached)",
+                 "cuda-out-of-memory"),
+    "oom-2026": ("""Traceback (most recent call last):
+  File "/mnt/nfs/llm/finetune.py", line 212, in <module>
+    out = model(**batch)
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 896.00 MiB. GPU 1 has a total capacity of 139.80 GiB of which 412.06 MiB is free. Including non-PyTorch memory, this process has 139.38 GiB memory in use. Of the allocated memory 131.27 GiB is allocated by PyTorch, and 6.70 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)""",
+                 "cuda-out-of-memory"),
+    "device-assert-kernel-lines": ("""/opt/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1289: indexSelectLargeIndex: block: [211,0,0], thread: [64,0,0] Assertion `srcIndex < srcSelectDimSize` failed.
+/opt/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1289: indexSelectLargeIndex: block: [211,0,0], thread: [65,0,0] Assertion `srcIndex < srcSelectDimSize` failed.
+Traceback (most recent call last):
+  File "/home/li/bert/run.py", line 77, in <module>
+    print(logits.argmax(-1))
+RuntimeError: CUDA error: device-side assert triggered
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1
+Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.""", "device-side-assert-index-out-of-range"),
+    "fork-cuda-chained": ("""Traceback (most recent call last):
+  File "/usr/lib/python3.10/multiprocessing/pool.py", line 125, in worker
+    result = (True, func(*args, **kwds))
+  File "/work/infer.py", line 14, in predict
+    x = x.to("cuda:0")
+  File "/work/venv/lib/python3.10/site-packages/torch/cuda/__init__.py", line 288, in _lazy_init
+    raise RuntimeError(
+RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the 'spawn' start method
+
+The above exception was the direct cause of the following exception:
+
+Traceback (most recent call last):
+  File "/work/infer.py", line 30, in <module>
+    outs = pool.map(predict, chunks)
+RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the 'spawn' start method""",
+                          "cuda-in-forked-subprocess"),
+    "process-group": ("ValueError: Default process group has not been initialized, please make sure to call init_process_group.",
+                      "default-process-group-not-initialized"),
 }
 
 UNRELATED = [
