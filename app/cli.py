@@ -166,7 +166,9 @@ def worker(server: Annotated[str, typer.Option(help="URL of the Pitfalls web ser
     """Run a worker that pulls jobs from a Pitfalls service (the team's GPU box)."""
     from .sandbox import agent
 
-    agent.serve(server, token, concurrency=concurrency, spare=spare)
+    # the agent owns logging, signals and a clear exit on a refused token
+    raise typer.Exit(agent.main(["--server", server, "--token", token, "--concurrency", str(concurrency),
+                                 "--spare", str(spare)]))
 
 
 @cli.command()

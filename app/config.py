@@ -31,7 +31,6 @@ class Settings(BaseSettings):
     queue_max: int = Field(64, description="Runs waiting at most; more get 503 with Retry-After.")
     lease_s: int = Field(30, description="Seconds a worker holds a run without a heartbeat before it is requeued.")
     max_attempts: int = Field(3, description="Times a run is leased before it is marked crashed.")
-    result_cache: bool = Field(True, description="Reuse a stored result for the same snippet, torch version and device.")
 
     # limits for one snippet (sent with each job, clamped by the worker)
     run_timeout_s: float = Field(30, description="Wall-clock limit per snippet; the process group is killed.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import JSON, Column, ForeignKey, Integer, String
+from sqlalchemy import JSON, Column, ForeignKey, Index, Integer, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 
@@ -41,6 +41,8 @@ class Signature(SQLModel, table=True):
 class Run(SQLModel, table=True):
     """One press of Reproduce: the broken and the fixed snippet of an entry."""
 
+    __table_args__ = (Index("ix_run_state_lease", "state", "lease_expires"),)
+
     id: int | None = Field(default=None, primary_key=True)
     entry_slug: str = Field(index=True)  # no FK: run history outlives a removed entry
     state: str = Field(default="queued", index=True)  # queued | running | done
@@ -57,6 +59,11 @@ class Run(SQLModel, table=True):
 
 class Result(SQLModel, table=True):
     """Latest outcome per snippet, keyed by snippet hash, torch version and device."""
+
+    __table_args__ = (
+        UniqueConstraint("entry_slug", "part", "snippet_hash", "torch_version", "device", name="uq_result_key"),
+        Index("ix_result_latest", "entry_slug", "part", "snippet_hash", "recorded_at"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     entry_slug: str = Field(index=True)

@@ -25,9 +25,11 @@ class LocalWorkers:
         self._thread = threading.Thread(target=self._watch, name="local-workers", daemon=True)
 
     def _spawn(self) -> subprocess.Popen:
-        cmd = [sys.executable, "-m", "app.sandbox.agent", "--server", self.server_url, "--token", self.token,
+        cmd = [sys.executable, "-m", "app.sandbox.agent", "--server", self.server_url,
                "--concurrency", str(self.settings.worker_concurrency), "--spare", str(self.settings.worker_spare)]
-        return subprocess.Popen(cmd, env=os.environ.copy(), start_new_session=True)
+        # the token travels in the environment: a command line is visible to every user in `ps`
+        env = {**os.environ, "PITFALLS_WORKER_TOKEN": self.token}
+        return subprocess.Popen(cmd, env=env, start_new_session=True)
 
     def start(self) -> None:
         if self.settings.local_workers > 0:
