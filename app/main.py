@@ -8,7 +8,9 @@ import secrets
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.responses import JSONResponse
 from sqlmodel import Session
 
@@ -60,6 +62,16 @@ def create_app(settings: Settings | None = None, *, worker_url: str | None = Non
         # never echo the (possibly huge, possibly binary) input back
         errors = [{"loc": e.get("loc"), "msg": e.get("msg"), "type": e.get("type")} for e in exc.errors()]
         return JSONResponse({"detail": errors}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException):
+        # browsers asking for a page that isn't there get the styled 404, API clients JSON
+        if (exc.status_code == 404 and not request.url.path.startswith("/api/")
+                and "text/html" in request.headers.get("accept", "")):
+            from .web.pages import not_found  # noqa: PLC0415
+
+            return not_found(request, "There is no page at this address.")
+        return await http_exception_handler(request, exc)
 
     app.include_router(api.router)
     app.include_router(workers.router)

@@ -30,21 +30,42 @@ def _read(path: str) -> str:
         return ""
 
 
-def _mounts() -> dict[str, str]:
-    """{'cgroup2': mountpoint, 'memory': v1 mountpoint, 'pids': v1 mountpoint} from mountinfo."""
-    out: dict[str, str] = {}
+def _mounts() -> dict[str, tuple[str, str]]:
+    """{'cgroup2' | 'memory' | 'pids': (mount point, cgroup path the mount shows as its root)}."""
+    out: dict[str, tuple[str, str]] = {}
     for line in _read("/proc/self/mountinfo").splitlines():
         left, _, right = line.partition(" - ")
         fields, rfields = left.split(), right.split()
         if len(fields) < 5 or len(rfields) < 3:
             continue
         if rfields[0] == "cgroup2":
-            out.setdefault("cgroup2", fields[4])
+            out.setdefault("cgroup2", (fields[4], fields[3]))
         elif rfields[0] == "cgroup":
             for opt in rfields[2].split(","):
                 if opt in ("memory", "pids"):
-                    out.setdefault(opt, fields[4])
+                    out.setdefault(opt, (fields[4], fields[3]))
     return out
+
+
+def _own_dir(mount: tuple[str, str], own: str) -> str:
+    """Our cgroup's directory: /proc/self/cgroup gives a path from the hierarchy's root, and a
+    container's mount may show a subtree (mountinfo's root field) or, with a cgroup namespace,
+    paths relative to it."""
+    point, root = mount
+    rel = own
+    if root not in ("/", "") and (own == root or own.startswith(root.rstrip("/") + "/")):
+        rel = own[len(root.rstrip("/")):]
+    path = os.path.join(point, rel.lstrip("/"))
+    if os.path.isdir(path):
+        return path
+    me, seen = str(os.getpid()), 0  # a view we can't map: look for the cgroup that lists us
+    for dirpath, dirnames, _files in os.walk(point):
+        seen += 1
+        if me in _read(os.path.join(dirpath, "cgroup.procs")).split():
+            return dirpath
+        if seen > 2000 or dirpath.count("/") - point.count("/") >= 6:
+            dirnames[:] = []
+    return path
 
 
 def _own_paths() -> dict[str, str]:
@@ -160,17 +181,21 @@ class CgroupManager:
         tag = f"pitfalls-{os.getpid()}"
         errors = []
         if "cgroup2" in mounts:
-            parent = os.environ.get(ENV_BASE) or os.path.join(mounts["cgroup2"], own.get("", "/").lstrip("/"))
+            parent = os.environ.get(ENV_BASE) or _own_dir(mounts["cgroup2"], own.get("", "/"))
             try:
                 self._setup_v2(parent, tag)
                 return
             except OSError as exc:
-                errors.append(f"cgroup v2 under {parent}: {exc.strerror or exc}")
+                hint = ""
+                if exc.errno == errno.EBUSY:
+                    hint = (" (our cgroup holds processes, so it cannot delegate controllers; give an empty, "
+                            f"delegated cgroup in {ENV_BASE})")
+                errors.append(f"cgroup v2 under {parent}: {exc.strerror or exc}{hint}")
         if "memory" in mounts and "pids" in mounts:
             dirs = {}
             try:
                 for c in ("memory", "pids"):
-                    d = os.path.join(mounts[c], own.get(c, "/").lstrip("/"), tag)
+                    d = os.path.join(_own_dir(mounts[c], own.get(c, "/")), tag)
                     os.makedirs(d, exist_ok=True)
                     dirs[c] = d
                 self.kind, self.base = "v1", dirs

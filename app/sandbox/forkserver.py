@@ -74,8 +74,6 @@ def _warm_child(sock: socket.socket, req: dict, gpus: int) -> None:
 
     start = time.perf_counter()
     _devnull_stdio()  # warm-up chatter must not reach the snippet's output
-    if req.get("cgroup"):
-        isolate.join_cgroup(req["cgroup"])
     net = (True, "network allowed")
     if not req.get("network", False):
         net = isolate.no_network()  # before any thread pool starts (user namespaces need that)
@@ -89,6 +87,10 @@ def _warm_child(sock: socket.socket, req: dict, gpus: int) -> None:
         os._exit(0)
     job, fds = got
     job["t_recv"] = time.time()
+    # Join the run's cgroup only now: warm-up memory stays charged to the server's cgroup (charges
+    # do not move with a process), so memory.max bounds what the snippet itself allocates.
+    if req.get("cgroup"):
+        isolate.join_cgroup(req["cgroup"])
     _run_job(sock, job, fds, gpus=gpus, fraction=fraction, net=net[0])
 
 
@@ -126,15 +128,19 @@ def _run_job(sock: socket.socket, job: dict, fds: list[int], *, gpus: int, fract
     _report(sock, result, cap=limits.get("max_output_bytes", 1 << 20))
 
 
+# Bound at import: what the child needs after the snippet, in case the snippet patches `os`.
+_open, _dup2, _exit, _killpg = os.open, os.dup2, os._exit, os.killpg
+
+
 def _report(sock: socket.socket, result: dict, *, cap: int) -> None:
-    for stream in (sys.stdout, sys.stderr):
+    for stream in (sys.__stdout__, sys.__stderr__, sys.stdout, sys.stderr):
         try:
             stream.flush()
         except Exception:  # the snippet may have closed or replaced it
             pass
-    null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 1)  # our ends of the output pipes close now, so the pool sees EOF at once
-    os.dup2(null, 2)
+    null = _open("/dev/null", os.O_WRONLY)
+    _dup2(null, 1)  # our ends of the output pipes close now, so the pool sees EOF at once
+    _dup2(null, 2)
     for key in ("message", "traceback"):
         if isinstance(result.get(key), str) and len(result[key]) > cap:
             result[key] = result[key][:cap] + "\n[... truncated]"
@@ -142,8 +148,8 @@ def _report(sock: socket.socket, result: dict, *, cap: int) -> None:
     try:
         wire.send(sock, {"op": "result", "result": result})
     except OSError:  # the snippet closed our channel: nothing left to say
-        os._exit(121)
-    os.killpg(0, signal.SIGKILL)  # ourselves and anything the snippet left running
+        _exit(121)  # collect.CHANNEL_CLOSED
+    _killpg(0, signal.SIGKILL)  # ourselves and anything the snippet left running
 
 
 def _spawn_child(req: dict, fds: list[int]) -> None:
@@ -211,7 +217,7 @@ class Server:
                 event["signal"] = os.WTERMSIG(status)
             else:
                 event["code"] = os.waitstatus_to_exitcode(status)
-            wire.send(self.ctl, event)
+            self.tell(event)
 
     def handle(self, msg: dict, fds: list[int], others: list[int]) -> None:
         op = msg.get("op")
@@ -239,7 +245,13 @@ class Server:
         for fd in fds:
             os.close(fd)
         self.children.add(pid)
-        wire.send(self.ctl, {"op": "forked", "id": msg.get("id"), "pid": pid})
+        self.tell({"op": "forked", "id": msg.get("id"), "pid": pid})
+
+    def tell(self, msg: dict) -> None:
+        try:
+            wire.send(self.ctl, msg)
+        except OSError:  # the pool is gone; serve() sees EOF next and shuts down
+            pass
 
     def shutdown(self) -> None:
         """The pool went away: nothing we started may outlive us."""
@@ -258,6 +270,17 @@ class Server:
                 break
 
 
+def _thread_names() -> list[str]:
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as fh:
+                names.append(fh.read().strip())
+        except OSError:
+            pass
+    return names
+
+
 def main(argv: list[str]) -> int:
     ctl = socket.socket(fileno=int(argv[0]))
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
@@ -272,9 +295,20 @@ def main(argv: list[str]) -> int:
         from . import execute, isolate  # noqa: F401  (children must not pay for these imports)
         from .requirements import gpu_count
     gpus = gpu_count()
-    threads = len(os.listdir("/proc/self/task"))
+    # torch's import starts OpenBLAS's thread pool (one per core); its fork handler shuts the pool
+    # down, so one throwaway fork leaves this process single-threaded for every real fork.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+    threads = sorted(_thread_names())
+    if len(threads) > 1:  # reported in the hello; Python 3.12 would warn on every fork otherwise
+        warnings.simplefilter("ignore", DeprecationWarning)
     wire.send(ctl, {"op": "hello", "pid": os.getpid(), "torch_version": torch.__version__, "gpus": gpus,
-                    "cuda_initialized": torch.cuda.is_initialized(), "threads": threads,
+                    "cuda_initialized": torch.cuda.is_initialized(), "threads": len(threads),
+                    "thread_names": threads,
                     "import_s": round(time.perf_counter() - t0, 2), "python": sys.version.split()[0]})
     Server(ctl, gpus).serve()
     return 0

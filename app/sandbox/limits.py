@@ -24,8 +24,9 @@ class Limits:
         """Apply a job's overrides, never above these maxima; return (limits, notes on what changed)."""
         notes: list[str] = []
         values = dataclasses.asdict(self)
+        kinds = {f.name: {"float": float, "int": int}.get(str(f.type), float) for f in dataclasses.fields(self)}
         for key, want in (requested or {}).items():
-            if key not in values or key == "cold_start_s":
+            if key not in values:
                 notes.append(f"unknown limit {key!r} ignored")
                 continue
             top = values[key]
@@ -35,7 +36,7 @@ class Limits:
                     notes.append("network requested, but this pool runs snippets without network")
             else:
                 try:
-                    want = type(top)(want)
+                    want = kinds[key](want)
                 except (TypeError, ValueError):
                     notes.append(f"limit {key}={want!r} is not a number; kept {top}")
                     continue

@@ -12,6 +12,8 @@ import os
 import socket
 import struct
 
+# Bound at import: a snippet that patches json or os must not break its own report.
+_dumps, _loads, _close = json.dumps, json.loads, os.close
 _HEAD = struct.Struct(">I")
 MAX_MESSAGE = 64 * 1024 * 1024
 _ANC = socket.CMSG_SPACE(16 * array.array("i").itemsize)
@@ -21,7 +23,7 @@ def send(sock: socket.socket, obj: dict, fds: list[int] = ()) -> None:
     """Send one message (and descriptors, which the receiver then owns)."""
     if fds:
         obj = {**obj, "nfds": len(fds)}
-    payload = json.dumps(obj).encode()
+    payload = _dumps(obj).encode()
     data = _HEAD.pack(len(payload)) + payload
     if fds:
         sent = sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
@@ -63,7 +65,7 @@ class Reader:
                 raise ValueError(f"message of {size} bytes")
             if len(self.buf) < _HEAD.size + size:
                 break
-            obj = json.loads(bytes(self.buf[_HEAD.size : _HEAD.size + size]))
+            obj = _loads(bytes(self.buf[_HEAD.size : _HEAD.size + size]))
             del self.buf[: _HEAD.size + size]
             n = obj.get("nfds", 0)
             fds, self.fds = self.fds[:n], self.fds[n:]
@@ -80,7 +82,7 @@ class Reader:
         first, rest = pending[0], pending[1:]
         if rest:  # keep what came along for the next call
             for obj, fds in reversed(rest):
-                payload = json.dumps(obj).encode()
+                payload = _dumps(obj).encode()
                 self.buf[:0] = _HEAD.pack(len(payload)) + payload
                 self.fds[:0] = fds
         return first
@@ -88,7 +90,7 @@ class Reader:
     def close_fds(self) -> None:
         for fd in self.fds:
             try:
-                os.close(fd)
+                _close(fd)
             except OSError:
                 pass
         self.fds = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from sqlmodel import Session, func, select
@@ -139,17 +140,23 @@ def entry_detail(slug: str, session: SessionDep) -> dict:
             "seeds": d.get("seeds", []), "snippets": runs.entry_snippets(e), "latest": latest}
 
 
+def _queue_run(engine, settings, slug: str) -> dict:
+    with Session(engine) as session:
+        run = runs.create_run(session=session, entry=get_entry(session, slug), settings=settings)
+        return runs.run_public(run)
+
+
 @router.post("/api/entries/{slug}/reproduce", status_code=202, tags=["runs"])
-def reproduce(slug: str, session: SessionDep, settings: SettingsDep, request: Request) -> Any:
+async def reproduce(slug: str, request: Request) -> Any:
     """Queue a run of the entry's broken and fixed snippets."""
-    entry = get_entry(session, slug)
+    state = request.app.state
     try:
-        run = runs.create_run(session=session, entry=entry, settings=settings)
+        run = await run_in_threadpool(_queue_run, state.engine, state.settings, slug)
     except runs.QueueFull as exc:
         return JSONResponse({"detail": f"the run queue is full ({exc}); try again shortly"}, status_code=503,
                             headers={"Retry-After": "5"})
-    request.app.state.queue_event.set()
-    return runs.run_public(run)
+    state.queue_event.set()  # on the event loop's thread: wakes long-polling workers
+    return run
 
 
 @router.get("/api/runs/{run_id}", tags=["runs"])

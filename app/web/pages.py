@@ -21,7 +21,7 @@ from .. import runs
 from ..models import Entry, Run
 from ..search import QueryError
 from . import views
-from .deps import SearcherDep, SessionDep
+from .deps import RunId, SearcherDep, SessionDep
 
 HERE = Path(__file__).parent
 STATIC_DIR = HERE / "static"
@@ -174,7 +174,7 @@ def _run_panel(request: Request, run_id: int, status_code: int = 200) -> HTMLRes
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
-def run_page(run_id: int, request: Request) -> HTMLResponse:
+def run_page(run_id: RunId, request: Request) -> HTMLResponse:
     """A run's panel: the fragment htmx polls, or a small page that refreshes itself until done."""
     return _run_panel(request, run_id)
 

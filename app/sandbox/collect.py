@@ -1,0 +1,107 @@
+"""Watch one run: stream its output, wait for its result, its death, the deadline or a cancel,
+and say what happened in the run contract's terms (DESIGN.md: OUTCOME)."""
+
+from __future__ import annotations
+
+import select
+import signal
+import threading
+import time
+
+from .capture import Capture
+from .children import Child
+from .limits import Limits
+
+_SIGNAL_WORDS = {signal.SIGSEGV: " (segmentation fault)", signal.SIGABRT: " (abort)", signal.SIGBUS: " (bus error)",
+                 signal.SIGFPE: " (arithmetic fault)", signal.SIGILL: " (illegal instruction)"}
+CHANNEL_CLOSED = 121  # the child's exit code when the snippet closed its result channel
+
+
+def blank(outcome: str, reason: str, **extra) -> dict:
+    """An OUTCOME for a run that produced no result of its own (timeout, crash, skip)."""
+    return {"outcome": outcome, "exc_type": None, "exc_names": [], "message": None, "traceback": None,
+            "warnings": [], "reason": reason, "duration_ms": 0.0, **extra}
+
+
+def collect(child: Child, cap: Capture, limits: Limits, *, start: float, cancel: threading.Event | None = None,
+            timeout_s: float | None = None) -> dict:
+    """Block until the run is over; return its raw outcome (before judging)."""
+    timeout_s = limits.timeout_s if timeout_s is None else timeout_s
+    deadline = time.monotonic() + timeout_s
+    result = None
+    stop = None  # why we stopped waiting: "timeout" or "cancelled"
+    grace = None
+    while True:
+        now = time.monotonic()
+        finished = result is not None or (child.reader.eof and child.exited.is_set())
+        if finished:
+            if cap.done:
+                break
+            if grace is None:  # leftovers of the snippet still hold the output pipes: kill, then drain
+                child.kill()
+                grace = now + 0.3
+            elif now > grace:
+                break
+        elif now >= deadline:
+            stop = "timeout"
+            break
+        elif cancel is not None and cancel.is_set():
+            stop = "cancelled"
+            break
+        waits = cap.open_fds()
+        if result is None and not child.reader.eof:
+            waits.append(child.sock)
+        poll = deadline - now
+        if cancel is not None or finished or child.reader.eof:
+            poll = min(poll, 0.02)  # `exited` and `cancel` are events, not descriptors
+        if not waits:
+            time.sleep(max(0.0, poll))
+            continue
+        ready, _, _ = select.select(waits, [], [], max(0.0, poll))
+        for fd in ready:
+            if fd is child.sock:
+                for msg, fds in child.reader.feed():
+                    got = child.handle(msg, fds)
+                    if got is not None:
+                        result = got
+            else:
+                cap.read(fd)
+    wall_ms = round((time.perf_counter() - start) * 1000, 2)
+    if stop is not None:
+        child.kill()
+        cap.drain(0.3)
+    if result is not None:
+        result["wall_ms"] = wall_ms
+        return result
+    if stop == "timeout":
+        return blank("timeout", f"wall-clock limit of {timeout_s:g}s exceeded; the process group was killed",
+                     duration_ms=wall_ms, wall_ms=wall_ms)
+    if stop == "cancelled":
+        return blank("crashed", "cancelled", duration_ms=wall_ms, wall_ms=wall_ms)
+    child.exited.wait(2)
+    return died(child, limits, wall_ms)
+
+
+def died(child: Child, limits: Limits, wall_ms: float) -> dict:
+    """The process ended without a result: say how (memory, CPU time, signal, exit code)."""
+    status = child.status or {}
+    sig, code = status.get("signal"), status.get("code")
+    name = None
+    if sig:
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+    extra = {"duration_ms": wall_ms, "wall_ms": wall_ms, "signal": name, "exit_code": code}
+    if sig == signal.SIGKILL and child.cgroup and child.cgroup.oom_kills():
+        return blank("crashed", f"killed for memory: over the {limits.memory_mb} MB limit (cgroup OOM kill)",
+                     killed_for_memory=True, **extra)
+    if sig == signal.SIGXCPU:
+        return blank("timeout", f"CPU time limit of {limits.cpu_s:g}s exceeded (SIGXCPU)", **extra)
+    if sig:
+        return blank("crashed", f"killed by signal {name}{_SIGNAL_WORDS.get(sig, '')}", **extra)
+    if code == CHANNEL_CLOSED and child.kind != "cold":
+        return blank("crashed", "the snippet closed the sandbox's result channel", **extra)
+    if code is not None:
+        return blank("crashed", f"exit code {code}", **extra)
+    return blank("crashed", "the sandbox process ended without a result (exit status unknown)", **extra)
