@@ -57,11 +57,14 @@ async def lease(body: LeaseBody, request: Request) -> Any:
     deadline = time.monotonic() + body.wait_s
     event: asyncio.Event = request.app.state.queue_event
     while True:
+        # a worker that went away mid-poll must not be handed a run it will never see
+        if await request.is_disconnected():
+            return Response(status_code=204)
         job = await run_in_threadpool(_try_lease, request, body.worker)
         if job is not None:
             return job
         remaining = deadline - time.monotonic()
-        if remaining <= 0 or await request.is_disconnected():
+        if remaining <= 0:
             return Response(status_code=204)
         event.clear()
         try:  # woken by a new run, or poll again in a second (leases of dead workers expire)
