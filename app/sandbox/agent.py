@@ -48,7 +48,9 @@ class _Client:
         self._live: set[http.client.HTTPConnection] = set()
         self._lock = threading.Lock()
 
-    def post(self, path: str, body: dict, *, timeout: float, abortable: bool = False) -> tuple[int, dict | None]:
+    def post(
+        self, path: str, body: dict, *, timeout: float, abortable: bool = False
+    ) -> tuple[int, dict | None]:
         """POST JSON; return (status, JSON body or None). Network trouble raises OSError."""
         cls = http.client.HTTPSConnection if self.url.scheme == "https" else http.client.HTTPConnection
         conn = cls(self.url.hostname, self.url.port, timeout=timeout)
@@ -56,9 +58,16 @@ class _Client:
             with self._lock:
                 self._live.add(conn)
         try:
-            conn.request("POST", self.url.path + path, body=json.dumps(body).encode(),
-                         headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json",
-                                  "User-Agent": "pitfalls-agent/1"})
+            conn.request(
+                "POST",
+                self.url.path + path,
+                body=json.dumps(body).encode(),
+                headers={
+                    "Authorization": f"Bearer {self.token}",
+                    "Content-Type": "application/json",
+                    "User-Agent": "pitfalls-agent/1",
+                },
+            )
             resp = conn.getresponse()
             data = resp.read()
         except (http.client.HTTPException, ValueError) as exc:
@@ -100,8 +109,16 @@ class _Backoff:
 class Agent:
     """Leases jobs, runs each part in the pool, heartbeats, posts the results."""
 
-    def __init__(self, client: _Client, pool: Pool, worker: dict, *, stop: threading.Event,
-                 abandon: threading.Event, wait_s: float):
+    def __init__(
+        self,
+        client: _Client,
+        pool: Pool,
+        worker: dict,
+        *,
+        stop: threading.Event,
+        abandon: threading.Event,
+        wait_s: float,
+    ):
         self.client, self.pool, self.worker = client, pool, worker
         self.stop, self.abandon, self.wait_s = stop, abandon, wait_s
         self.auth_error: str | None = None
@@ -117,8 +134,12 @@ class Agent:
         backoff = _Backoff()
         while not self.stop.is_set():
             try:
-                status, body = self.client.post("/api/worker/lease", {"worker": self.worker, "wait_s": self.wait_s},
-                                                timeout=self.wait_s + 15, abortable=True)
+                status, body = self.client.post(
+                    "/api/worker/lease",
+                    {"worker": self.worker, "wait_s": self.wait_s},
+                    timeout=self.wait_s + 15,
+                    abortable=True,
+                )
             except OSError as exc:
                 if self.stop.is_set():
                     return
@@ -151,25 +172,49 @@ class Agent:
         lease_s = float(lease.get("lease_s") or 60)
         cancel, beat_stop = threading.Event(), threading.Event()
         self._cancels.add(cancel)
-        watch = threading.Thread(target=self._heartbeat, args=(run_id, token, lease_s, cancel, beat_stop),
-                                 name=f"pitfalls-heartbeat-{run_id}", daemon=True)
+        watch = threading.Thread(
+            target=self._heartbeat,
+            args=(run_id, token, lease_s, cancel, beat_stop),
+            name=f"pitfalls-heartbeat-{run_id}",
+            daemon=True,
+        )
         watch.start()
         log.info("run %s: leased", run_id)
         try:
             for part in ("broken", "fixed"):
                 snippet = (lease.get("snippets") or {}).get(part)
                 if snippet is None:
-                    outcome = finish({"outcome": "skipped", "reason": f"no {part} snippet", "warnings": [],
-                                      "exc_type": None, "message": None, "traceback": None, "duration_ms": 0.0,
-                                      **{k: v for k, v in self.worker.items() if k in ("device", "torch_version")}},
-                                     stdout="", stderr="", truncated=False, check=None, expect=None)
+                    outcome = finish(
+                        {
+                            "outcome": "skipped",
+                            "reason": f"no {part} snippet",
+                            "warnings": [],
+                            "exc_type": None,
+                            "message": None,
+                            "traceback": None,
+                            "duration_ms": 0.0,
+                            **{k: v for k, v in self.worker.items() if k in ("device", "torch_version")},
+                        },
+                        stdout="",
+                        stderr="",
+                        truncated=False,
+                        check=None,
+                        expect=None,
+                    )
                 else:
-                    job = {"code": snippet["code"], "expect": snippet.get("expect"), "check": snippet.get("check"),
-                           "requires": lease.get("requires") or {}, "fresh_process": bool(lease.get("fresh_process")),
-                           "limits": lease.get("limits") or {}}
+                    job = {
+                        "code": snippet["code"],
+                        "expect": snippet.get("expect"),
+                        "check": snippet.get("check"),
+                        "requires": lease.get("requires") or {},
+                        "fresh_process": bool(lease.get("fresh_process")),
+                        "limits": lease.get("limits") or {},
+                    }
                     outcome = self.pool.run(job, cancel=cancel)
                 if cancel.is_set() or self.abandon.is_set():
-                    log.warning("run %s: abandoned (%s)", run_id, "lease lost" if cancel.is_set() else "shutdown")
+                    log.warning(
+                        "run %s: abandoned (%s)", run_id, "lease lost" if cancel.is_set() else "shutdown"
+                    )
                     return
                 if not self._post_result(run_id, token, part, outcome, lease_s, cancel):
                     return
@@ -179,15 +224,18 @@ class Agent:
             beat_stop.set()
             self._cancels.discard(cancel)
 
-    def _heartbeat(self, run_id: int, token: str, lease_s: float, cancel: threading.Event,
-                   beat_stop: threading.Event) -> None:
+    def _heartbeat(
+        self, run_id: int, token: str, lease_s: float, cancel: threading.Event, beat_stop: threading.Event
+    ) -> None:
         every = max(0.2, lease_s / 3)
         while not beat_stop.wait(every):
             if self.abandon.is_set():
                 cancel.set()
                 return
             try:
-                status, _ = self.client.post(f"/api/worker/runs/{run_id}/heartbeat", {"lease": token}, timeout=10)
+                status, _ = self.client.post(
+                    f"/api/worker/runs/{run_id}/heartbeat", {"lease": token}, timeout=10
+                )
             except OSError as exc:
                 log.warning("run %s: heartbeat failed (%s)", run_id, exc)
                 continue
@@ -196,8 +244,9 @@ class Agent:
                 cancel.set()
                 return
 
-    def _post_result(self, run_id: int, token: str, part: str, outcome: dict, lease_s: float,
-                     cancel: threading.Event) -> bool:
+    def _post_result(
+        self, run_id: int, token: str, part: str, outcome: dict, lease_s: float, cancel: threading.Event
+    ) -> bool:
         """Deliver one part; retry network errors until the lease must have expired."""
         backoff, give_up = _Backoff(), time.monotonic() + max(30.0, 2 * lease_s)
         body = {"lease": token, "part": part, "result": outcome}
@@ -224,9 +273,18 @@ class Agent:
             self.abandon.wait(delay)
 
 
-def serve(server: str, token: str, *, concurrency: int = 1, spare: int = 1,
-          stop_event: threading.Event | None = None, abandon_event: threading.Event | None = None,
-          pool: Pool | None = None, limits: Limits | None = None, wait_s: float = 20) -> int:
+def serve(
+    server: str,
+    token: str,
+    *,
+    concurrency: int = 1,
+    spare: int = 1,
+    stop_event: threading.Event | None = None,
+    abandon_event: threading.Event | None = None,
+    pool: Pool | None = None,
+    limits: Limits | None = None,
+    wait_s: float = 20,
+) -> int:
     """Pull and run jobs until `stop_event` is set; return how many runs were completed.
 
     Raises AuthError when the server refuses the token. With `pool`, uses (and leaves open) that pool.
@@ -238,14 +296,27 @@ def serve(server: str, token: str, *, concurrency: int = 1, spare: int = 1,
     try:
         pool.start(wait=False)
         facts = pool.info()
-        worker = {"id": f"{socket.gethostname()}-{os.getpid()}", "device": facts["device"],
-                  "torch_version": facts["torch_version"], "gpus": facts["gpus"], "hostname": socket.gethostname(),
-                  "concurrency": concurrency}
-        log.info("worker %s: %s, torch %s, %d GPU(s), serving %s", worker["id"], worker["device"],
-                 worker["torch_version"], worker["gpus"], server)
+        worker = {
+            "id": f"{socket.gethostname()}-{os.getpid()}",
+            "device": facts["device"],
+            "torch_version": facts["torch_version"],
+            "gpus": facts["gpus"],
+            "hostname": socket.gethostname(),
+            "concurrency": concurrency,
+        }
+        log.info(
+            "worker %s: %s, torch %s, %d GPU(s), serving %s",
+            worker["id"],
+            worker["device"],
+            worker["torch_version"],
+            worker["gpus"],
+            server,
+        )
         agent = Agent(client, pool, worker, stop=stop, abandon=abandon, wait_s=wait_s)
-        threads = [threading.Thread(target=agent.loop, name=f"pitfalls-agent-{i}", daemon=True)
-                   for i in range(max(1, concurrency))]
+        threads = [
+            threading.Thread(target=agent.loop, name=f"pitfalls-agent-{i}", daemon=True)
+            for i in range(max(1, concurrency))
+        ]
         for t in threads:
             t.start()
         while any(t.is_alive() for t in threads):
@@ -279,21 +350,33 @@ def _parse_limits(pairs: list[str]) -> Limits:
         if not sep or key not in fields:
             raise ValueError(f"--limit {pair!r}: expected KEY=VALUE with KEY one of {', '.join(fields)}")
         kind = str(fields[key].type)
-        values[key] = value.lower() in ("1", "true", "yes") if kind == "bool" else (int if kind == "int" else float)(value)
+        values[key] = (
+            value.lower() in ("1", "true", "yes")
+            if kind == "bool"
+            else (int if kind == "int" else float)(value)
+        )
     return Limits(**values)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app.sandbox.agent", description=__doc__.split("\n")[0])
     parser.add_argument("--server", required=True, help="the Pitfalls server, e.g. http://pitfalls:8000")
-    parser.add_argument("--token", default=os.environ.get("PITFALLS_WORKER_TOKEN"),
-                        help="worker token (or PITFALLS_WORKER_TOKEN)")
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("PITFALLS_WORKER_TOKEN"),
+        help="worker token (or PITFALLS_WORKER_TOKEN)",
+    )
     parser.add_argument("--concurrency", type=int, default=1, help="runs at once")
     parser.add_argument("--spare", type=int, default=1, help="warmed children kept ready")
     parser.add_argument("--wait", type=float, default=20, help="long-poll seconds per lease request")
-    parser.add_argument("--limit", action="append", default=[], metavar="KEY=VALUE",
-                        help="raise or lower a maximum per run, e.g. timeout_s=60, memory_mb=8192, network=0 "
-                             "(jobs' own limits are clamped to these)")
+    parser.add_argument(
+        "--limit",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="raise or lower a maximum per run, e.g. timeout_s=60, memory_mb=8192, network=0 "
+        "(jobs' own limits are clamped to these)",
+    )
     args = parser.parse_args(argv)
     try:
         limits = _parse_limits(args.limit)
@@ -315,8 +398,16 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        done = serve(args.server, args.token, concurrency=args.concurrency, spare=args.spare,
-                     stop_event=stop, abandon_event=abandon, wait_s=args.wait, limits=limits)
+        done = serve(
+            args.server,
+            args.token,
+            concurrency=args.concurrency,
+            spare=args.spare,
+            stop_event=stop,
+            abandon_event=abandon,
+            wait_s=args.wait,
+            limits=limits,
+        )
     except AuthError as exc:
         print(f"pitfalls worker: {exc}", file=sys.stderr)
         return 2

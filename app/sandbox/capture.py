@@ -36,7 +36,7 @@ class Capture:
                 self._writers.append(w)
 
     @classmethod
-    def empty(cls) -> "Capture":
+    def empty(cls) -> Capture:
         return cls(0, pipes=False)
 
     def writers(self) -> tuple[int, int]:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import errno
 import itertools
 import os
+import re
 import signal
 import time
 
 ENV_BASE = "PITFALLS_SANDBOX_CGROUP"  # a delegated, empty v2 cgroup to put runs under
+_managers = itertools.count(1)  # several pools in one process must not share a base cgroup
 
 
 def _write(path: str, value: str) -> None:
@@ -54,18 +56,55 @@ def _own_dir(mount: tuple[str, str], own: str) -> str:
     point, root = mount
     rel = own
     if root not in ("/", "") and (own == root or own.startswith(root.rstrip("/") + "/")):
-        rel = own[len(root.rstrip("/")):]
+        rel = own[len(root.rstrip("/")) :]
     path = os.path.join(point, rel.lstrip("/"))
     if os.path.isdir(path):
         return path
-    me, seen = str(os.getpid()), 0  # a view we can't map: look for the cgroup that lists us
-    for dirpath, dirnames, _files in os.walk(point):
-        seen += 1
+    me = str(os.getpid())  # a view we can't map: look for the cgroup that lists us
+    for seen, (dirpath, dirnames, _files) in enumerate(os.walk(point)):
         if me in _read(os.path.join(dirpath, "cgroup.procs")).split():
             return dirpath
         if seen > 2000 or dirpath.count("/") - point.count("/") >= 6:
             dirnames[:] = []
     return path
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _sweep(parent: str) -> None:
+    """Remove the cgroups of pools whose process died without closing them (SIGKILL, OOM)."""
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return
+    for name in names:
+        m = re.fullmatch(r"pitfalls-(\d+)(?:-\d+)?", name)
+        if not m or _pid_alive(int(m.group(1))):
+            continue
+        base = os.path.join(parent, name)
+        for sub in [s for s in os.listdir(base) if s.startswith("run-")] if os.path.isdir(base) else []:
+            path = os.path.join(base, sub)
+            for pid in _read(os.path.join(path, "cgroup.procs")).split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except OSError:
+                    pass
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+        try:
+            os.rmdir(base)
+        except OSError:
+            pass
 
 
 def _own_paths() -> dict[str, str]:
@@ -81,7 +120,7 @@ def _own_paths() -> dict[str, str]:
 class Cgroup:
     """One run's cgroup (one directory per hierarchy)."""
 
-    def __init__(self, mgr: "CgroupManager", dirs: dict[str, str]):
+    def __init__(self, mgr: CgroupManager, dirs: dict[str, str]):
         self.mgr, self.dirs = mgr, dirs
         self.limits: tuple[int, int] | None = None
 
@@ -178,24 +217,34 @@ class CgroupManager:
 
     def _setup(self) -> None:
         mounts, own = _mounts(), _own_paths()
-        tag = f"pitfalls-{os.getpid()}"
+        tag = f"pitfalls-{os.getpid()}-{next(_managers)}"
         errors = []
         if "cgroup2" in mounts:
             parent = os.environ.get(ENV_BASE) or _own_dir(mounts["cgroup2"], own.get("", "/"))
             try:
+                if not os.path.isdir(parent):
+                    raise OSError(
+                        errno.ENOENT,
+                        f"our cgroup {own.get('', '?')} is not visible there "
+                        f"(another cgroup namespace or mount); give a delegated cgroup in {ENV_BASE}",
+                    )
                 self._setup_v2(parent, tag)
                 return
             except OSError as exc:
                 hint = ""
                 if exc.errno == errno.EBUSY:
-                    hint = (" (our cgroup holds processes, so it cannot delegate controllers; give an empty, "
-                            f"delegated cgroup in {ENV_BASE})")
+                    hint = (
+                        " (our cgroup holds processes, so it cannot delegate controllers; give an empty, "
+                        f"delegated cgroup in {ENV_BASE})"
+                    )
                 errors.append(f"cgroup v2 under {parent}: {exc.strerror or exc}{hint}")
         if "memory" in mounts and "pids" in mounts:
             dirs = {}
             try:
                 for c in ("memory", "pids"):
-                    d = os.path.join(_own_dir(mounts[c], own.get(c, "/")), tag)
+                    parent = _own_dir(mounts[c], own.get(c, "/"))
+                    _sweep(parent)
+                    d = os.path.join(parent, tag)
                     os.makedirs(d, exist_ok=True)
                     dirs[c] = d
                 self.kind, self.base = "v1", dirs
@@ -211,6 +260,7 @@ class CgroupManager:
             # Fails with EBUSY when our cgroup holds processes (the no-internal-process rule):
             # then a delegated, empty cgroup must be given through PITFALLS_SANDBOX_CGROUP.
             _write(os.path.join(parent, "cgroup.subtree_control"), "+memory +pids")
+        _sweep(parent)
         base = os.path.join(parent, tag)
         os.makedirs(base, exist_ok=True)
         try:

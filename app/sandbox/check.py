@@ -28,17 +28,32 @@ def run_cold(code: str, *, timeout: float = 120, env: dict | None = None) -> dic
         Path(job).write_text(json.dumps({"code": code}))
         start = time.perf_counter()
         try:
-            proc = subprocess.run([sys.executable, "-m", "app.sandbox.execute", job, res],
-                                  capture_output=True, timeout=timeout, cwd=tmp,
-                                  env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2]), **(env or {})})
+            proc = subprocess.run(
+                [sys.executable, "-m", "app.sandbox.execute", job, res],
+                check=False,
+                capture_output=True,
+                timeout=timeout,
+                cwd=tmp,
+                env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2]), **(env or {})},
+            )
         except subprocess.TimeoutExpired as exc:
-            return {"outcome": "timeout", "reason": f"no result after {timeout}s", "warnings": [],
-                    "stdout": (exc.stdout or b"").decode(errors="replace"), "stderr": "",
-                    "duration_ms": timeout * 1000}
+            return {
+                "outcome": "timeout",
+                "reason": f"no result after {timeout}s",
+                "warnings": [],
+                "stdout": (exc.stdout or b"").decode(errors="replace"),
+                "stderr": "",
+                "duration_ms": timeout * 1000,
+            }
         out = {"stdout": proc.stdout.decode(errors="replace"), "stderr": proc.stderr.decode(errors="replace")}
         if not os.path.exists(res):
-            return {"outcome": "crashed", "reason": f"exit code {proc.returncode}", "warnings": [],
-                    "duration_ms": round((time.perf_counter() - start) * 1000), **out}
+            return {
+                "outcome": "crashed",
+                "reason": f"exit code {proc.returncode}",
+                "warnings": [],
+                "duration_ms": round((time.perf_counter() - start) * 1000),
+                **out,
+            }
         return {**json.loads(Path(res).read_text()), **out}
 
 
@@ -52,8 +67,14 @@ def check_snippet(snippet: dict | None, entry: dict) -> dict:
     stdout, stderr = raw.pop("stdout", ""), raw.pop("stderr", "")
     truncated = len(stdout) > MAX_OUTPUT or len(stderr) > MAX_OUTPUT
     check = snippet.get("check", entry.get("check"))
-    return finish(raw, stdout=stdout[:MAX_OUTPUT], stderr=stderr[:MAX_OUTPUT], truncated=truncated,
-                  check=check, expect=snippet.get("expect"))
+    return finish(
+        raw,
+        stdout=stdout[:MAX_OUTPUT],
+        stderr=stderr[:MAX_OUTPUT],
+        truncated=truncated,
+        check=check,
+        expect=snippet.get("expect"),
+    )
 
 
 def _schema_problem(path: Path) -> str | None:
@@ -99,8 +120,11 @@ def main(argv: list[str]) -> int:
             if r["expected"] is False or "-v" in os.environ.get("PITFALLS_CHECK", ""):
                 print(f"        {part}: {r['outcome']} — {r.get('reason')}", file=sys.stderr)
                 if r.get("outcome") in ("raised", "crashed") and r["expected"] is False:
-                    print("        " + (r.get("traceback") or r.get("stderr") or "")[-800:].replace("\n", "\n        "),
-                          file=sys.stderr)
+                    print(
+                        "        "
+                        + (r.get("traceback") or r.get("stderr") or "")[-800:].replace("\n", "\n        "),
+                        file=sys.stderr,
+                    )
     if os.environ.get("PITFALLS_CHECK_JSON"):
         Path(os.environ["PITFALLS_CHECK_JSON"]).write_text(json.dumps(report, indent=1))
     print(f"{len(files) - failed}/{len(files)} not failing", file=sys.stderr)

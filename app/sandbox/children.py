@@ -15,8 +15,8 @@ import socket
 import subprocess
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from . import wire
 from .cgroups import Cgroup
@@ -97,11 +97,19 @@ class ForkServer:
                 return
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             path = os.pathsep.join(filter(None, [_REPO_ROOT, os.environ.get("PYTHONPATH")]))
-            env = {**os.environ, "PYTHONPATH": path, "PYTORCH_NVML_BASED_CUDA_CHECK": "1",
-                   "CUDA_LAUNCH_BLOCKING": "1"}  # read at CUDA init in the children: right traceback lines
-            proc = subprocess.Popen([self.python, "-m", "app.sandbox.forkserver", str(theirs.fileno())],
-                                    pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
-                                    cwd=tempfile.gettempdir(), env=env)
+            env = {
+                **os.environ,
+                "PYTHONPATH": path,
+                "PYTORCH_NVML_BASED_CUDA_CHECK": "1",
+                "CUDA_LAUNCH_BLOCKING": "1",
+            }  # read at CUDA init in the children: right traceback lines
+            proc = subprocess.Popen(
+                [self.python, "-m", "app.sandbox.forkserver", str(theirs.fileno())],
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+                cwd=tempfile.gettempdir(),
+                env=env,
+            )
             theirs.close()
             ours.settimeout(300)
             reader = wire.Reader(ours)
@@ -116,7 +124,9 @@ class ForkServer:
                 ours.close()
                 raise RuntimeError("the sandbox fork server failed to start (see its stderr)")
             self.hello, self._proc, self._ctl = got[0], proc, ours
-            t = threading.Thread(target=self._listen, args=(ours, reader), name="pitfalls-forkserver", daemon=True)
+            t = threading.Thread(
+                target=self._listen, args=(ours, reader), name="pitfalls-forkserver", daemon=True
+            )
             t.start()
             self.threads.append(t)
 
@@ -176,8 +186,9 @@ class ForkServer:
             return {"error": "fork server did not answer"}
         return slot[1]
 
-    def start_child(self, msg: dict, fds: list[int], *, sock: socket.socket | None, cgroup: Cgroup | None,
-                    kind: str) -> Child | None:
+    def start_child(
+        self, msg: dict, fds: list[int], *, sock: socket.socket | None, cgroup: Cgroup | None, kind: str
+    ) -> Child | None:
         """Ask for one child; register it so that its exit status finds it."""
         reply = self.request({**msg, "cgroup": cgroup.procs_files if cgroup else []}, fds)
         if "pid" not in reply:

@@ -12,19 +12,40 @@ from .capture import Capture
 from .children import Child
 from .limits import Limits
 
-_SIGNAL_WORDS = {signal.SIGSEGV: " (segmentation fault)", signal.SIGABRT: " (abort)", signal.SIGBUS: " (bus error)",
-                 signal.SIGFPE: " (arithmetic fault)", signal.SIGILL: " (illegal instruction)"}
+_SIGNAL_WORDS = {
+    signal.SIGSEGV: " (segmentation fault)",
+    signal.SIGABRT: " (abort)",
+    signal.SIGBUS: " (bus error)",
+    signal.SIGFPE: " (arithmetic fault)",
+    signal.SIGILL: " (illegal instruction)",
+}
 CHANNEL_CLOSED = 121  # the child's exit code when the snippet closed its result channel
 
 
 def blank(outcome: str, reason: str, **extra) -> dict:
     """An OUTCOME for a run that produced no result of its own (timeout, crash, skip)."""
-    return {"outcome": outcome, "exc_type": None, "exc_names": [], "message": None, "traceback": None,
-            "warnings": [], "reason": reason, "duration_ms": 0.0, **extra}
+    return {
+        "outcome": outcome,
+        "exc_type": None,
+        "exc_names": [],
+        "message": None,
+        "traceback": None,
+        "warnings": [],
+        "reason": reason,
+        "duration_ms": 0.0,
+        **extra,
+    }
 
 
-def collect(child: Child, cap: Capture, limits: Limits, *, start: float, cancel: threading.Event | None = None,
-            timeout_s: float | None = None) -> dict:
+def collect(
+    child: Child,
+    cap: Capture,
+    limits: Limits,
+    *,
+    start: float,
+    cancel: threading.Event | None = None,
+    timeout_s: float | None = None,
+) -> dict:
     """Block until the run is over; return its raw outcome (before judging)."""
     timeout_s = limits.timeout_s if timeout_s is None else timeout_s
     deadline = time.monotonic() + timeout_s
@@ -74,8 +95,12 @@ def collect(child: Child, cap: Capture, limits: Limits, *, start: float, cancel:
         result["wall_ms"] = wall_ms
         return result
     if stop == "timeout":
-        return blank("timeout", f"wall-clock limit of {timeout_s:g}s exceeded; the process group was killed",
-                     duration_ms=wall_ms, wall_ms=wall_ms)
+        return blank(
+            "timeout",
+            f"wall-clock limit of {timeout_s:g}s exceeded; the process group was killed",
+            duration_ms=wall_ms,
+            wall_ms=wall_ms,
+        )
     if stop == "cancelled":
         return blank("crashed", "cancelled", duration_ms=wall_ms, wall_ms=wall_ms)
     child.exited.wait(2)
@@ -94,14 +119,26 @@ def died(child: Child, limits: Limits, wall_ms: float) -> dict:
             name = f"signal {sig}"
     extra = {"duration_ms": wall_ms, "wall_ms": wall_ms, "signal": name, "exit_code": code}
     if sig == signal.SIGKILL and child.cgroup and child.cgroup.oom_kills():
-        return blank("crashed", f"killed for memory: over the {limits.memory_mb} MB limit (cgroup OOM kill)",
-                     killed_for_memory=True, **extra)
+        return blank(
+            "crashed",
+            f"killed for memory: over the {limits.memory_mb} MB limit (cgroup OOM kill)",
+            killed_for_memory=True,
+            **extra,
+        )
     if sig == signal.SIGXCPU:
         return blank("timeout", f"CPU time limit of {limits.cpu_s:g}s exceeded (SIGXCPU)", **extra)
     if sig:
         return blank("crashed", f"killed by signal {name}{_SIGNAL_WORDS.get(sig, '')}", **extra)
     if code == CHANNEL_CLOSED and child.kind != "cold":
         return blank("crashed", "the snippet closed the sandbox's result channel", **extra)
+    if child.error:  # our own code failed in the child (warm-up, cgroup join): say so, not "exit code 70"
+        last = child.error.strip().splitlines()[-1] if child.error.strip() else "unknown error"
+        return blank(
+            "crashed",
+            f"the sandbox process failed before the snippet ran: {last}",
+            sandbox_error=child.error[-4000:],
+            **extra,
+        )
     if code is not None:
         return blank("crashed", f"exit code {code}", **extra)
     return blank("crashed", "the sandbox process ended without a result (exit status unknown)", **extra)

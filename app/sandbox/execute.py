@@ -52,7 +52,7 @@ def device_facts() -> dict:
     try:
         if torch.cuda.is_initialized():
             facts["device"] = torch.cuda.get_device_name(torch.cuda.current_device())
-    except Exception:  # a dead CUDA context must not hide the snippet's own result
+    except Exception:  # noqa: BLE001, S110 - a dead CUDA context must not hide the snippet's own result
         pass
     return facts
 
@@ -68,7 +68,7 @@ def cuda_poisoned() -> str | None:
         return None
     try:
         torch.cuda.synchronize()
-    except Exception as exc:  # sticky errors surface here even when the snippet exited cleanly
+    except Exception as exc:  # noqa: BLE001 - sticky errors surface here even when the snippet exited cleanly
         return f"{type(exc).__name__}: {exc}"
     return None
 
@@ -79,8 +79,15 @@ def run_code(code: str, *, workdir: str | None = None) -> dict:
     path = os.path.join(workdir, SNIPPET_NAME)
     with open(path, "w") as fh:
         fh.write(code)
-    result: dict = {"outcome": "ok", "exc_type": None, "exc_names": [], "message": None,
-                    "traceback": None, "warnings": [], "reason": None}
+    result: dict = {
+        "outcome": "ok",
+        "exc_type": None,
+        "exc_names": [],
+        "message": None,
+        "traceback": None,
+        "warnings": [],
+        "reason": None,
+    }
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -88,23 +95,41 @@ def run_code(code: str, *, workdir: str | None = None) -> dict:
             runpy.run_path(path, run_name="__main__")
         except SystemExit as exc:
             if exc.code not in (None, 0):
-                result.update(outcome="crashed", exc_type="SystemExit", exc_names=["SystemExit"],
-                              message=str(exc.code), reason=f"sys.exit({exc.code!r})")
-        except BaseException as exc:  # KeyboardInterrupt included: the snippet raised it
-            result.update(outcome="raised", exc_type=type(exc).__name__, exc_names=_names(type(exc)),
-                          message=str(exc), traceback=_trim_traceback(exc, path))
+                result.update(
+                    outcome="crashed",
+                    exc_type="SystemExit",
+                    exc_names=["SystemExit"],
+                    message=str(exc.code),
+                    reason=f"sys.exit({exc.code!r})",
+                )
+        except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt included: the snippet raised it
+            result.update(
+                outcome="raised",
+                exc_type=type(exc).__name__,
+                exc_names=_names(type(exc)),
+                message=str(exc),
+                traceback=_trim_traceback(exc, path),
+            )
         poisoned = cuda_poisoned()
     result["duration_ms"] = round((time.perf_counter() - start) * 1000, 2)
     result["warnings"] = [
-        {"category": w.category.__name__, "names": _names(w.category), "message": str(w.message),
-         "line": w.lineno if w.filename == path else None}
+        {
+            "category": w.category.__name__,
+            "names": _names(w.category),
+            "message": str(w.message),
+            "line": w.lineno if w.filename == path else None,
+        }
         for w in caught
     ][:50]
     if poisoned:
         result["cuda_poisoned"] = True
         if result["outcome"] in ("ok", "wrong"):
-            result.update(outcome="raised", exc_type=poisoned.split(":")[0], message=poisoned,
-                          exc_names=[poisoned.split(":")[0]])
+            result.update(
+                outcome="raised",
+                exc_type=poisoned.split(":")[0],
+                message=poisoned,
+                exc_names=[poisoned.split(":")[0]],
+            )
     elif result["outcome"] == "ok" and result["warnings"]:
         result["outcome"] = "warned"
     result.update(device_facts())
@@ -114,8 +139,9 @@ def run_code(code: str, *, workdir: str | None = None) -> dict:
 _cuda_poisoned = cuda_poisoned  # the earlier private name
 
 
-def finish(result: dict, *, stdout: str, stderr: str, truncated: bool, check: str | None,
-           expect: dict | None) -> dict:
+def finish(
+    result: dict, *, stdout: str, stderr: str, truncated: bool, check: str | None, expect: dict | None
+) -> dict:
     """Attach captured output, apply the stdout `check`, and judge against the expectation."""
     import re
 
@@ -145,7 +171,7 @@ def main(argv: list[str]) -> int:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except Exception:  # the snippet may have closed or replaced it
+        except Exception:  # noqa: BLE001, S110 - the snippet may have closed or replaced it
             pass
     os._exit(0)  # skip interpreter teardown: a snippet's leftover threads must not hang the exit
 

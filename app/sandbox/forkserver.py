@@ -79,22 +79,33 @@ def _warm_child(sock: socket.socket, req: dict, gpus: int) -> None:
         net = isolate.no_network()  # before any thread pool starts (user namespaces need that)
     fraction = req.get("gpu_memory_fraction", 0.45)
     device = _warm(req.get("warm", "full"), gpus, fraction)
+    # Join the run's cgroup after warming up: warm-up memory stays charged where it was (charges do
+    # not move with a process), so memory.max bounds what the snippet allocates; and the move
+    # (~10 ms on cgroup v1: an RCU grace period) happens before the job, not on its clock.
+    if req.get("cgroup"):
+        isolate.join_cgroup(req["cgroup"])
     reader = wire.Reader(sock)
-    wire.send(sock, {"op": "ready", "pid": os.getpid(), "device": device, "network": net[0],
-                     "network_how": net[1], "warm_ms": round((time.perf_counter() - start) * 1000, 2)})
+    wire.send(
+        sock,
+        {
+            "op": "ready",
+            "pid": os.getpid(),
+            "device": device,
+            "network": net[0],
+            "network_how": net[1],
+            "warm_ms": round((time.perf_counter() - start) * 1000, 2),
+        },
+    )
     got = reader.recv()
     if got is None:  # the pool went away or retired this child
         os._exit(0)
     job, fds = got
-    job["t_recv"] = time.time()
-    # Join the run's cgroup only now: warm-up memory stays charged to the server's cgroup (charges
-    # do not move with a process), so memory.max bounds what the snippet itself allocates.
-    if req.get("cgroup"):
-        isolate.join_cgroup(req["cgroup"])
     _run_job(sock, job, fds, gpus=gpus, fraction=fraction, net=net[0])
 
 
-def _run_job(sock: socket.socket, job: dict, fds: list[int], *, gpus: int, fraction: float, net: bool) -> None:
+def _run_job(
+    sock: socket.socket, job: dict, fds: list[int], *, gpus: int, fraction: float, net: bool
+) -> None:
     import tempfile
 
     from . import execute, isolate
@@ -120,9 +131,7 @@ def _run_job(sock: socket.socket, job: dict, fds: list[int], *, gpus: int, fract
             torch.cuda.set_per_process_memory_fraction(limits["gpu_memory_fraction"], i)
     isolate.set_run_limits(cpu_s=limits["cpu_s"], max_file_mb=limits["max_file_mb"])
     me = os.getpid()
-    t_run = time.time()
     result = execute.run_code(job["code"], workdir=workdir)
-    result["t"] = {"recv": job["t_recv"], "run": t_run, "done": time.time()}
     if os.getpid() != me:  # a bare os.fork() in the snippet: the copy must not report
         os._exit(0)
     _report(sock, result, cap=limits.get("max_output_bytes", 1 << 20))
@@ -136,7 +145,7 @@ def _report(sock: socket.socket, result: dict, *, cap: int) -> None:
     for stream in (sys.__stdout__, sys.__stderr__, sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except Exception:  # the snippet may have closed or replaced it
+        except Exception:  # noqa: BLE001, S110 - the snippet may have closed or replaced it
             pass
     null = _open("/dev/null", os.O_WRONLY)
     _dup2(null, 1)  # our ends of the output pipes close now, so the pool sees EOF at once
@@ -233,12 +242,14 @@ class Server:
                     _warm_child(sock, msg, self.gpus)
                 else:
                     _spawn_child(msg, fds)
-            except BaseException:
+            except BaseException:  # noqa: BLE001
                 try:
                     os.write(2, traceback.format_exc().encode())
                     if op == "fork":
-                        wire.send(socket.socket(fileno=fds[0]), {"op": "error", "error": traceback.format_exc()})
-                except BaseException:
+                        wire.send(
+                            socket.socket(fileno=fds[0]), {"op": "error", "error": traceback.format_exc()}
+                        )
+                except BaseException:  # noqa: BLE001, S110
                     pass
             finally:
                 os._exit(code)
@@ -289,8 +300,8 @@ def main(argv: list[str]) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import torch
-        import torch._dynamo  # noqa: F401  (else the first use_deterministic_algorithms costs seconds)
-        import torch.nn.functional  # noqa: F401
+        import torch._dynamo
+        import torch.nn.functional
 
         from . import execute, isolate  # noqa: F401  (children must not pay for these imports)
         from .requirements import gpu_count
@@ -306,10 +317,20 @@ def main(argv: list[str]) -> int:
     threads = sorted(_thread_names())
     if len(threads) > 1:  # reported in the hello; Python 3.12 would warn on every fork otherwise
         warnings.simplefilter("ignore", DeprecationWarning)
-    wire.send(ctl, {"op": "hello", "pid": os.getpid(), "torch_version": torch.__version__, "gpus": gpus,
-                    "cuda_initialized": torch.cuda.is_initialized(), "threads": len(threads),
-                    "thread_names": threads,
-                    "import_s": round(time.perf_counter() - t0, 2), "python": sys.version.split()[0]})
+    wire.send(
+        ctl,
+        {
+            "op": "hello",
+            "pid": os.getpid(),
+            "torch_version": torch.__version__,
+            "gpus": gpus,
+            "cuda_initialized": torch.cuda.is_initialized(),
+            "threads": len(threads),
+            "thread_names": threads,
+            "import_s": round(time.perf_counter() - t0, 2),
+            "python": sys.version.split()[0],
+        },
+    )
     Server(ctl, gpus).serve()
     return 0
 

@@ -45,13 +45,22 @@ def no_network() -> tuple[bool, str]:
         uid, gid = os.getuid(), os.getgid()
         try:
             _unshare(CLONE_NEWUSER | CLONE_NEWNET)
-            for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            for name, text in (
+                ("setgroups", "deny"),
+                ("uid_map", f"{uid} {uid} 1"),
+                ("gid_map", f"{gid} {gid} 1"),
+            ):
                 with open(f"/proc/self/{name}", "w") as fh:
                     fh.write(text)
             how = "user + network namespace (loopback only)"
         except OSError as second:
-            return False, f"not enforced: unshare(CLONE_NEWNET) failed ({first.strerror}); " \
-                          f"with a user namespace too ({second.strerror})"
+            return (
+                False,
+                (
+                    f"not enforced: unshare(CLONE_NEWNET) failed ({first.strerror}); "
+                    f"with a user namespace too ({second.strerror})"
+                ),
+            )
     try:
         _loopback_up()
     except OSError as exc:

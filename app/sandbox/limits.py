@@ -20,11 +20,13 @@ class Limits:
     network: bool = False  # False: a fresh network namespace (loopback only) where the OS allows
     cold_start_s: float = 60.0  # extra wall/CPU time for `fresh_process` jobs (a cold `import torch`)
 
-    def clamp(self, requested: dict | None) -> tuple["Limits", list[str]]:
+    def clamp(self, requested: dict | None) -> tuple[Limits, list[str]]:
         """Apply a job's overrides, never above these maxima; return (limits, notes on what changed)."""
         notes: list[str] = []
         values = dataclasses.asdict(self)
-        kinds = {f.name: {"float": float, "int": int}.get(str(f.type), float) for f in dataclasses.fields(self)}
+        kinds = {
+            f.name: {"float": float, "int": int}.get(str(f.type), float) for f in dataclasses.fields(self)
+        }
         for key, want in (requested or {}).items():
             if key not in values:
                 notes.append(f"unknown limit {key!r} ignored")

@@ -18,16 +18,19 @@ This module never imports torch: the caller can be any process.
 
 from __future__ import annotations
 
+import atexit
 import collections
 import json
 import os
 import queue
+import re
 import select
 import shutil
 import sys
 import tempfile
 import threading
 import time
+import weakref
 
 from . import wire
 from .capture import Capture
@@ -41,6 +44,29 @@ from .requirements import unmet
 __all__ = ["Limits", "Pool", "PoolClosed", "PoolFull"]
 
 
+_WORKDIR_PREFIX = "pitfalls-run-"
+
+
+def _sweep_workdirs() -> None:
+    """Remove run directories left by pools whose process died without cleaning up."""
+    tmp = tempfile.gettempdir()
+    for name in os.listdir(tmp):
+        m = re.fullmatch(rf"{_WORKDIR_PREFIX}(\d+)-\w+", name)
+        if m:
+            try:
+                os.kill(int(m.group(1)), 0)
+            except ProcessLookupError:
+                shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
+            except OSError:
+                pass
+
+
+def _close_at_exit(ref: weakref.ref) -> None:
+    pool = ref()
+    if pool is not None:
+        pool.close()
+
+
 class PoolFull(RuntimeError):
     """The run queue is full: try again later (HTTP 429/503 with Retry-After)."""
 
@@ -52,8 +78,16 @@ class PoolClosed(RuntimeError):
 class Pool:
     """Runs snippets in warm, isolated, single-use processes. Thread-safe; `size` runs at once."""
 
-    def __init__(self, size: int = 2, spare: int = 2, limits: Limits | None = None, *,
-                 queue_limit: int | None = None, cgroups: bool = True, python: str | None = None):
+    def __init__(
+        self,
+        size: int = 2,
+        spare: int = 2,
+        limits: Limits | None = None,
+        *,
+        queue_limit: int | None = None,
+        cgroups: bool = True,
+        python: str | None = None,
+    ):
         self.size, self.spare = max(1, size), max(0, spare)
         self.limits = limits or Limits()
         self.queue_limit = queue_limit
@@ -73,7 +107,7 @@ class Pool:
         self._cleanup: queue.SimpleQueue = queue.SimpleQueue()
 
     # ---------------------------------------------------------------- lifecycle
-    def start(self, *, wait: bool = True, timeout: float = 180) -> "Pool":
+    def start(self, *, wait: bool = True, timeout: float = 180) -> Pool:
         """Start the fork server and the spare children; with `wait`, until the spares are warm."""
         with self._lock:
             if self._closed:
@@ -81,6 +115,8 @@ class Pool:
             self._server.ensure()
             if not self._started:
                 self._started = True
+                self._cleanup.put(_sweep_workdirs)
+                atexit.register(_close_at_exit, weakref.ref(self))  # cgroups and run dirs go too
                 self._thread(self._cleaner, "pitfalls-pool-cleanup")
                 self._add_replenishers()
         if wait:
@@ -133,7 +169,7 @@ class Pool:
         self._run_cleanup(block=False)  # whatever was queued after the cleaner stopped
         self._cg.close()
 
-    def __enter__(self) -> "Pool":
+    def __enter__(self) -> Pool:  # noqa: PYI034
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -167,8 +203,12 @@ class Pool:
 
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         cgroup = self._new_cgroup(limits)
-        msg = {"op": "fork", "warm": warm, "network": limits.network,
-               "gpu_memory_fraction": limits.gpu_memory_fraction}
+        msg = {
+            "op": "fork",
+            "warm": warm,
+            "network": limits.network,
+            "gpu_memory_fraction": limits.gpu_memory_fraction,
+        }
         try:
             child = self._server.start_child(msg, [theirs.fileno()], sock=ours, cgroup=cgroup, kind=warm)
         finally:
@@ -212,7 +252,7 @@ class Pool:
                 if child is not None and not self._await_ready(child, timeout=120):
                     child.retire()
                     child = None
-            except Exception:  # never let the replenisher die; back off and retry
+            except Exception:  # noqa: BLE001 - never let the replenisher die; back off and retry
                 child = None
             finally:
                 with self._cond:
@@ -269,9 +309,12 @@ class Pool:
             while not self._slots.acquire(timeout=0.5):
                 if self._closed:
                     raise PoolClosed("pool is closed")
+            slot_start = time.perf_counter()
             try:
                 run = self._run_cold if job.get("fresh_process") else self._run_warm
                 raw, cap = run(job, limits, cancel)
+                # from getting a slot to the outcome: the run's latency without queueing
+                raw["slot_ms"] = round((time.perf_counter() - slot_start) * 1000, 2)
             finally:
                 self._slots.release()
         finally:
@@ -289,13 +332,19 @@ class Pool:
         if cap.truncated:
             raw["dropped_bytes"] = cap.dropped_bytes()
         truncated = cap.truncated or bool(raw.pop("truncated", False))
-        return finish(raw, stdout=stdout, stderr=stderr, truncated=truncated, check=job.get("check"),
-                      expect=job.get("expect"))
+        return finish(
+            raw,
+            stdout=stdout,
+            stderr=stderr,
+            truncated=truncated,
+            check=job.get("check"),
+            expect=job.get("expect"),
+        )
 
     def _run_warm(self, job: dict, limits: Limits, cancel: threading.Event | None) -> tuple[dict, Capture]:
         for _attempt in range(3):  # a spare that died while idle: take another
             child = self._take(limits)
-            workdir = tempfile.mkdtemp(prefix="pitfalls-run-")
+            workdir = tempfile.mkdtemp(prefix=f"{_WORKDIR_PREFIX}{os.getpid()}-")
             cap = Capture(limits.max_output_bytes)
             out_w, err_w = cap.writers()
             msg = {"op": "job", "code": job["code"], "workdir": workdir, "limits": limits.as_dict()}
@@ -323,16 +372,22 @@ class Pool:
         """`fresh_process`: a cold `python -m app.sandbox.execute` child; same limits but GPU memory."""
         if not self._started:
             self.start(wait=False)
-        workdir = tempfile.mkdtemp(prefix="pitfalls-run-")
+        workdir = tempfile.mkdtemp(prefix=f"{_WORKDIR_PREFIX}{os.getpid()}-")
         jobfile, resfile = os.path.join(workdir, ".job.json"), os.path.join(workdir, ".result.json")
         with open(jobfile, "w") as fh:
             json.dump({"code": job["code"], "workdir": workdir}, fh)
         cap = Capture(limits.max_output_bytes)
         out_w, err_w = cap.writers()
         cgroup = self._new_cgroup(limits)
-        msg = {"op": "spawn", "args": ["-m", "app.sandbox.execute", jobfile, resfile], "cwd": workdir,
-               "env": {"TMPDIR": workdir}, "network": limits.network, "cpu_s": limits.cpu_s + limits.cold_start_s,
-               "max_file_mb": limits.max_file_mb}
+        msg = {
+            "op": "spawn",
+            "args": ["-m", "app.sandbox.execute", jobfile, resfile],
+            "cwd": workdir,
+            "env": {"TMPDIR": workdir},
+            "network": limits.network,
+            "cpu_s": limits.cpu_s + limits.cold_start_s,
+            "max_file_mb": limits.max_file_mb,
+        }
         start = time.perf_counter()
         try:
             child = self._server.start_child(msg, [out_w, err_w], sock=None, cgroup=cgroup, kind="cold")
@@ -343,8 +398,14 @@ class Pool:
             cap.close()
             return blank("crashed", "could not start a process"), cap
         try:
-            raw = collect(child, cap, limits, start=start, cancel=cancel,
-                          timeout_s=limits.timeout_s + limits.cold_start_s)
+            raw = collect(
+                child,
+                cap,
+                limits,
+                start=start,
+                cancel=cancel,
+                timeout_s=limits.timeout_s + limits.cold_start_s,
+            )
             if raw.get("exit_code") == 0 and os.path.exists(resfile):
                 with open(resfile) as fh:
                     raw = {**json.load(fh), "wall_ms": raw["wall_ms"]}
@@ -379,15 +440,30 @@ class Pool:
             **self._cg.enforced(),
             "output": {"enforced": True, "how": "captured at the fd level, capped while streaming"},
             "file_size": {"enforced": True, "how": "RLIMIT_FSIZE (writes past it fail with EFBIG)"},
-            "gpu_memory": {"enforced": bool(gpus), "how": (
-                "torch.cuda.set_per_process_memory_fraction in each warm child (torch's caching allocator "
-                "only; not for fresh_process jobs)" if gpus else "no GPU")},
-            "network": {"enforced": bool(net[0]) and not self.limits.network,
-                        "how": "allowed by the pool's limits" if self.limits.network else net[1]},
+            "gpu_memory": {
+                "enforced": bool(gpus),
+                "how": (
+                    "torch.cuda.set_per_process_memory_fraction in each warm child (torch's caching allocator "
+                    "only; not for fresh_process jobs)"
+                    if gpus
+                    else "no GPU"
+                ),
+            },
+            "network": {
+                "enforced": bool(net[0]) and not self.limits.network,
+                "how": "allowed by the pool's limits" if self.limits.network else net[1],
+            },
         }
-        return {"device": self._device or "cpu", "torch_version": self._server.hello.get("torch_version"),
-                "gpus": gpus, "python": self._server.hello.get("python"), "size": self.size, "spare": self.spare,
-                "limits": self.limits.as_dict(), "limits_enforced": enforced}
+        return {
+            "device": self._device or "cpu",
+            "torch_version": self._server.hello.get("torch_version"),
+            "gpus": gpus,
+            "python": self._server.hello.get("python"),
+            "size": self.size,
+            "spare": self.spare,
+            "limits": self.limits.as_dict(),
+            "limits_enforced": enforced,
+        }
 
     # ---------------------------------------------------------------- cleanup
     def _cleaner(self) -> None:
@@ -404,5 +480,5 @@ class Pool:
                 return
             try:
                 task()
-            except Exception:  # cleanup is best effort; the next close() retries cgroups
+            except Exception:  # noqa: BLE001, S110 - cleanup is best effort; the next close() retries cgroups
                 pass

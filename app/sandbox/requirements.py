@@ -13,7 +13,7 @@ def gpu_count() -> int:
 
     try:
         return torch.cuda.device_count() if torch.backends.cuda.is_built() else 0
-    except Exception:
+    except Exception:  # noqa: BLE001
         return 0
 
 

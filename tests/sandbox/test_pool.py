@@ -1,0 +1,219 @@
+"""The pool's contract: outcomes and judging, concurrency, crashes, cold children, facts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from app.sandbox.limits import Limits
+from app.sandbox.pool import PoolFull
+
+ROOT = Path(__file__).resolve().parents[2]
+CONTRACT = {
+    "outcome",
+    "exc_type",
+    "message",
+    "traceback",
+    "warnings",
+    "stdout",
+    "stderr",
+    "truncated",
+    "duration_ms",
+    "device",
+    "torch_version",
+    "expected",
+    "reason",
+}
+
+
+def test_pool_outcome_has_contract_fields(run):
+    out = run("print('hello')")
+    assert CONTRACT <= set(out), CONTRACT - set(out)
+    assert out["outcome"] == "ok" and out["stdout"] == "hello\n" and out["expected"] is True
+    assert out["device"] == "cpu" or out["device"]
+    assert out["torch_version"]
+
+
+def test_pool_raised_is_judged_and_trimmed(run):
+    code = "import torch\na = torch.ones(2, 3)\nb = torch.ones(4, 5)\nc = a @ b\n"
+    out = run(code, expect={"outcome": "raised", "exc_type": "RuntimeError", "match": "cannot be multiplied"})
+    assert out["outcome"] == "raised" and out["expected"] is True, out
+    assert 'File "snippet.py", line 4' in out["traceback"]
+    assert "site-packages" not in out["traceback"]
+
+
+def test_pool_warned_and_wrong(run):
+    out = run(
+        "import warnings\nwarnings.warn('careful', UserWarning)\n",
+        expect={"outcome": "warned", "warning": "UserWarning", "match": "careful"},
+    )
+    assert out["outcome"] == "warned" and out["expected"] is True, out
+    out = run("print('loss=nan')", check=r"loss=\d", expect={"outcome": "wrong"})
+    assert out["outcome"] == "wrong" and out["expected"] is True, out
+    out = run("print('loss=nan')", check=r"loss=\d", expect={"outcome": "ok"})
+    assert out["expected"] is False and "expected ok, got wrong" in out["reason"]
+
+
+def test_pool_requirements_unmet_are_skipped(pool, run):
+    if pool.gpus:
+        pytest.skip("this machine has a GPU")
+    start = time.monotonic()
+    out = run(
+        "import torch\ntorch.zeros(1, device='cuda')", requires={"cuda": True}, expect={"outcome": "ok"}
+    )
+    assert out["outcome"] == "skipped" and out["expected"] is None, out
+    assert "needs 1 CUDA GPU" in out["reason"]
+    out = run("import onnx", requires={"packages": ["surely_not_installed_pkg"]})
+    assert out["outcome"] == "skipped" and "surely_not_installed_pkg" in out["reason"]
+    assert time.monotonic() - start < 1
+
+
+def test_pool_limits_are_clamped_with_a_note(run, pool):
+    out = run("print(1)", limits={"timeout_s": 10_000, "memory_mb": 64, "network": True, "bogus": 1})
+    assert out["outcome"] == "ok"
+    assert out["limits"]["timeout_s"] == pool.limits.timeout_s
+    assert out["limits"]["memory_mb"] == 64
+    assert out["limits"]["network"] is False
+    notes = " ".join(out["limit_notes"])
+    assert "timeout_s" in notes and "network" in notes and "bogus" in notes
+
+
+def test_limits_clamp_unit():
+    top = Limits(timeout_s=10, memory_mb=1000, network=True)
+    got, notes = top.clamp({"timeout_s": 3, "memory_mb": "2000", "network": False, "cpu_s": "x"})
+    assert got.timeout_s == 3 and got.memory_mb == 1000 and got.network is False
+    assert any("memory_mb" in n for n in notes) and any("cpu_s" in n for n in notes)
+
+
+def test_pool_sigkill_mid_run_is_crashed(run, next_run_ok, tmp_path):
+    # Something outside kills the sandbox process mid-run (OOM killer, an operator).
+    pidfile = tmp_path / "pid"
+    code = f"import os, time\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\ntime.sleep(30)\n"
+    result = {}
+    t = threading.Thread(target=lambda: result.update(run(code, limits={"timeout_s": 20})))
+    t.start()
+    deadline = time.monotonic() + 10
+    while not pidfile.exists() or not pidfile.read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    os.kill(int(pidfile.read_text()), signal.SIGKILL)
+    t.join(10)
+    assert not t.is_alive()
+    assert result["outcome"] == "crashed", result
+    assert result["signal"] == "SIGKILL" and "SIGKILL" in result["reason"]
+    next_run_ok()
+
+
+def test_pool_200_concurrent_runs(pool):
+    # 200 requests at once against a pool of 2: every one finishes with ITS OWN output.
+    def one(i: int) -> dict:
+        return pool.run({"code": f"print({i})", "expect": {"outcome": "ok"}, "check": rf"^{i}\n$"})
+
+    start = time.monotonic()
+    with ThreadPoolExecutor(max_workers=200) as ex:
+        outs = list(ex.map(one, range(200)))
+    elapsed = time.monotonic() - start
+    assert [o["stdout"] for o in outs] == [f"{i}\n" for i in range(200)]
+    assert all(o["outcome"] == "ok" and o["expected"] for o in outs)
+    assert elapsed < 60, elapsed
+
+
+def test_pool_queue_limit_refuses_cleanly(pool):
+    # A bounded queue: the excess is refused at once with PoolFull (HTTP 429/503), never lost.
+    old = pool.queue_limit
+    pool.queue_limit = 3
+    results, refused = [], []
+
+    def one(_):
+        try:
+            results.append(pool.run({"code": "import time\ntime.sleep(0.3)\nprint('done')"}))
+        except PoolFull:
+            refused.append(1)
+
+    try:
+        with ThreadPoolExecutor(max_workers=20) as ex:
+            list(ex.map(one, range(20)))
+    finally:
+        pool.queue_limit = old
+    assert len(results) + len(refused) == 20
+    assert refused and len(results) >= 5
+    assert all(r["outcome"] == "ok" for r in results)
+
+
+def test_pool_fresh_process_gets_cold_child(run):
+    code = "import os, sys\nprint('torch' in sys.modules, os.environ.get('CUDA_LAUNCH_BLOCKING'))\nraise ValueError('cold')"
+    out = run(code, fresh_process=True, expect={"outcome": "raised", "exc_type": "ValueError"})
+    assert out["fresh_process"] is True
+    assert out["outcome"] == "raised" and out["expected"] is True, out
+    assert out["stdout"] == "True 1\n"
+    assert 'File "snippet.py", line 3' in out["traceback"]
+
+
+def test_pool_fresh_process_timeout(run, next_run_ok):
+    out = run(
+        "import time\ntime.sleep(10**9)", fresh_process=True, limits={"timeout_s": 0.5, "cold_start_s": 0.5}
+    )
+    assert out["outcome"] == "timeout", out
+    next_run_ok()
+
+
+def test_pool_survives_fork_server_death(pool, next_run_ok):
+    # The fork server itself is killed: the next run restarts it.
+    old = pool._server.pid
+    pool._server.kill()
+    next_run_ok()
+    next_run_ok()
+    assert pool._server.pid != old
+
+
+def test_pool_parent_stays_clean(pool):
+    # DESIGN.md: the forking parent imported torch but never initialised CUDA.
+    assert pool._server.hello["cuda_initialized"] is False
+    assert pool._server.hello["torch_version"]
+
+
+def test_pool_info_reports_enforcement(pool):
+    info = pool.info()
+    assert {"device", "torch_version", "gpus", "limits_enforced"} <= set(info)
+    for key in ("timeout", "cpu", "memory", "procs", "output", "file_size", "gpu_memory", "network"):
+        assert isinstance(info["limits_enforced"][key]["enforced"], bool)
+        assert info["limits_enforced"][key]["how"]
+
+
+def test_sandbox_import_boundary():
+    # The sandbox must load on a bare GPU box: no web stack; the pool module not even torch.
+    code = (
+        "import sys, app.sandbox.pool, app.sandbox.agent, app.sandbox.check\n"
+        "bad = [m for m in ('fastapi', 'pydantic', 'sqlmodel', 'starlette', 'jinja2', 'rich', 'torch')"
+        " if m in sys.modules]\nprint(bad)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=False, cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_pool_close_leaves_nothing_behind():
+    from app.sandbox.pool import Pool
+
+    p = Pool(size=1, spare=1, limits=Limits(timeout_s=2))
+    p.start()
+    assert p.run({"code": "print(1)"})["stdout"] == "1\n"
+    p.wait_ready()
+    server = p._server.pid
+    spares = [c.pid for c in p._ready]
+    p.close()
+    for pid in [server, *spares]:
+        assert (
+            not os.path.exists(f"/proc/{pid}")
+            or Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] == "Z"
+        )
