@@ -1,6 +1,6 @@
 """Verify the entries that need a GPU (and the environment diagnostics) on a real CUDA machine.
 
-    python bench/gpu_verify.py --out bench/results
+    python bench/gpu_verify.py --out bench/results   # writes gpu-verify.{json,md}
 
 Standard library + torch only (a bare GPU box has nothing else). Each snippet runs in a fresh
 interpreter through `app.sandbox.check`; the report records the date, torch version, GPU name and
@@ -52,13 +52,20 @@ def main() -> int:
                      "broken": {k: broken.get(k) for k in ("outcome", "exc_type", "message", "duration_ms", "reason",
                                                            "stdout")},
                      "fixed": {k: fixed.get(k) for k in ("outcome", "exc_type", "message", "duration_ms", "reason")}})
+        write(args.out, gpu, rows, torch)  # after each entry: a cut-off run still leaves its report
         print(f"{status:8} {rows[-1]['entry']}: broken {broken.get('outcome')}, fixed {fixed.get('outcome')}"
               + (f" -- {broken.get('reason')} / {fixed.get('reason')}" if status == "fail" else ""), flush=True)
+    report = write(args.out, gpu, rows, torch)
+    print(json.dumps(report["summary"]))
+    return 1 if report["summary"]["fail"] else 0
+
+
+def write(out_dir: str, gpu: str, rows: list[dict], torch) -> dict:
     report = {"date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
               "torch_version": torch.__version__, "gpu": gpu, "gpus": torch.cuda.device_count(),
               "summary": {s: sum(r["status"] == s for r in rows) for s in ("pass", "fail", "skipped")},
               "entries": rows}
-    out = Path(args.out)
+    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "gpu-verify.json").write_text(json.dumps(report, indent=1))
     lines = [f"# GPU verification — {report['date']}", "",
@@ -69,8 +76,7 @@ def main() -> int:
         lines.append(f"| {r['entry']} | {r['status']} | {r['broken']['outcome']} | {r['fixed']['outcome']} | "
                      f"{note[:120].replace('|', '/')} |")
     (out / "gpu-verify.md").write_text("\n".join(lines) + "\n")
-    print(json.dumps(report["summary"]))
-    return 1 if report["summary"]["fail"] else 0
+    return report
 
 
 if __name__ == "__main__":
