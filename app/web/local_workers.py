@@ -27,6 +27,9 @@ class LocalWorkers:
     def _spawn(self) -> subprocess.Popen:
         cmd = [sys.executable, "-m", "app.sandbox.agent", "--server", self.server_url,
                "--concurrency", str(self.settings.worker_concurrency), "--spare", str(self.settings.worker_spare)]
+        # this machine's workers take the server's per-snippet limits as their maxima
+        for key, value in self.settings.limits().items():
+            cmd += ["--limit", f"{key}={int(value) if isinstance(value, bool) else value}"]
         # the token travels in the environment: a command line is visible to every user in `ps`
         env = {**os.environ, "PITFALLS_WORKER_TOKEN": self.token}
         return subprocess.Popen(cmd, env=env, start_new_session=True)

@@ -1,0 +1,104 @@
+"""The run queue: leases, expiry, routing, interrupted runs, latest results."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlmodel import Session
+
+from app import content, runs
+from app.config import Settings
+from app.db import make_engine, migrate
+from app.models import Entry, Run, utcnow
+from tests.conftest import ROOT
+
+
+@pytest.fixture()
+def db(tmp_path):
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/runs.db", content_dir=ROOT / "content", lease_s=30,
+                        max_attempts=2, queue_max=5)
+    migrate(settings)
+    engine = make_engine(settings)
+    content.sync(engine, settings.content_dir)
+    return settings, engine
+
+
+def _worker(session, wid: str, gpus: int = 0):
+    return runs.see_worker(session=session, info={"id": wid, "device": "cpu" if not gpus else "GPU", "gpus": gpus,
+                                                  "torch_version": "2.13.0"})
+
+
+def test_runs_lease_result_and_latest(db):
+    settings, engine = db
+    with Session(engine) as s:
+        entry = s.get(Entry, "view-non-contiguous")
+        run = runs.create_run(session=s, entry=entry, settings=settings)
+        leased = runs.lease_run(session=s, worker=_worker(s, "w1"), settings=settings)
+        assert leased.id == run.id and leased.state == "running" and leased.attempts == 1
+        assert runs.lease_run(session=s, worker=_worker(s, "w2"), settings=settings) is None
+        out = {**runs.empty_outcome("raised", "ok"), "expected": True, "device": "cpu", "torch_version": "2.13.0"}
+        runs.submit_result(session=s, run_id=run.id, lease=leased.lease, part="broken", result=out, settings=settings)
+        assert s.get(Run, run.id).state == "running"
+        done = runs.submit_result(session=s, run_id=run.id, lease=leased.lease, part="fixed",
+                                  result={**out, "outcome": "ok"}, settings=settings)
+        assert done.state == "done"
+        latest = runs.latest_results(session=s, entry=entry)
+        assert latest["broken"].outcome["outcome"] == "raised" and latest["fixed"].outcome["outcome"] == "ok"
+        with pytest.raises(runs.LeaseLost):
+            runs.heartbeat(session=s, run_id=run.id, lease=leased.lease, settings=settings)
+
+
+def test_runs_expired_lease_is_requeued_then_given_up(db):
+    settings, engine = db
+    with Session(engine) as s:
+        run = runs.create_run(session=s, entry=s.get(Entry, "view-non-contiguous"), settings=settings)
+        for attempt in (1, 2):
+            leased = runs.lease_run(session=s, worker=_worker(s, f"dead{attempt}"), settings=settings)
+            assert leased is not None and leased.attempts == attempt
+            leased.lease_expires = utcnow() - timedelta(seconds=1)
+            s.add(leased)
+            s.commit()
+            with pytest.raises(runs.LeaseLost):  # the silent worker's late result is refused once requeued
+                runs.expire_leases(session=s, settings=settings)
+                runs.submit_result(session=s, run_id=run.id, lease=leased.lease, part="broken", result={},
+                                   settings=settings)
+        final = s.get(Run, run.id, populate_existing=True)
+        assert final.state == "done" and final.results["broken"]["outcome"] == "crashed"
+
+
+def test_runs_cpu_worker_leaves_cuda_jobs_to_a_live_gpu_worker(db):
+    settings, engine = db
+    with Session(engine) as s:
+        cuda_run = runs.create_run(session=s, entry=s.get(Entry, "cuda-out-of-memory"), settings=settings)
+        cpu_run = runs.create_run(session=s, entry=s.get(Entry, "view-non-contiguous"), settings=settings)
+        _worker(s, "gpu-box", gpus=1)
+        assert runs.lease_run(session=s, worker=_worker(s, "cpu-box"), settings=settings).id == cpu_run.id
+        assert runs.lease_run(session=s, worker=_worker(s, "gpu-box", gpus=1), settings=settings).id == cuda_run.id
+
+
+def test_runs_queue_is_bounded(db):
+    settings, engine = db
+    with Session(engine) as s:
+        entry = s.get(Entry, "view-non-contiguous")
+        for _ in range(settings.queue_max):
+            runs.create_run(session=s, entry=entry, settings=settings)
+        with pytest.raises(runs.QueueFull):
+            runs.create_run(session=s, entry=entry, settings=settings)
+
+
+def test_runs_left_unfinished_are_marked_interrupted_on_start(db):
+    settings, engine = db
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+
+    with Session(engine) as s:
+        entry = s.get(Entry, "view-non-contiguous")
+        queued = runs.create_run(session=s, entry=entry, settings=settings).id
+        runs.create_run(session=s, entry=entry, settings=settings)
+        runs.lease_run(session=s, worker=_worker(s, "w"), settings=settings)
+    with TestClient(create_app(settings.model_copy(update={"local_workers": 0}))) as client:
+        run = client.get(f"/api/runs/{queued}").json()
+    assert run["state"] == "done" and run["interrupted"] is True
+    assert run["results"]["broken"]["outcome"] == "crashed" and "interrupted" in run["results"]["broken"]["reason"]
