@@ -31,7 +31,7 @@ WORD = re.compile(r"[a-z0-9_]+")
 EXC_LINE = re.compile(r"(?:^|[\s:\[(>])((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Warning|Interrupt|Failure))(?::\s*(.*))?$")
 SIGNAL_LINE = re.compile(r"Assertion `|CUDA error|CUDNN_STATUS|CUBLAS_STATUS|NCCL (?:error|WARN)|Watchdog caught|"
                          r"killed by signal|bus error|Segmentation fault|core dumped|out of memory|is deprecated|"
-                         r"Error\(s\) in|Missing key|Unexpected key|size mismatch for|Traceback", re.I)
+                         r"Error\(s\) in|Missing key|Unexpected key|size mismatch for", re.I)
 FRAME = re.compile(r"^\s*(?:File \"|File '|at \S+\(|\^+\s*$|~+\^*~*\s*$|-+>\s*\d+|\d+\s+\w|Cell In\[|Input In \[|<ipython-input-)")
 CONTINUATION = re.compile(r"^\s+\S|^\t")
 

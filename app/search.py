@@ -35,6 +35,7 @@ QUOTED_MISMATCH = 0.7
 BARE_WORDS = 4
 BARE_CAP = 0.65
 TEXT_TERMS = 12
+RELATED_SHARE = 0.4  # with a confident match, others are shown only above this share of its score
 STOPWORDS = frozenset("a an and are as at be but by for from has have how i in is it my of on or that the this "
                       "to was when why with without not no do does did can get got".split())
 
@@ -190,6 +191,8 @@ class Searcher:
             for h in text_hits:
                 hits.setdefault(h.slug, h)
         ranked = sorted(hits.values(), key=lambda h: -(h.score + 0.1 * h.support))[:limit]
+        if confident and ranked:  # a clear answer: don't bury it under faint look-alikes
+            ranked = [h for h in ranked if h.score >= RELATED_SHARE * ranked[0].score]
         return SearchResult(text[:200], confident and bool(ranked), ranked, [line for line, _, _ in normalized],
                             {k: v for k, v in ignored.items() if v})
 
