@@ -25,12 +25,16 @@ run: $(VENV)/.run
 	$(VENV)/bin/pitfalls serve
 
 test: $(VENV)/.test
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 	$(VENV)/bin/pitfalls coverage
 	$(VENV)/bin/pitfalls verify
 
 verify: $(VENV)/.test
 	$(VENV)/bin/pitfalls verify
+
+lint: $(VENV)/.test
+	$(VENV)/bin/ruff check .
 
 bench: $(VENV)/.test
 	$(PY) bench/bench_search.py

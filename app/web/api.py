@@ -14,7 +14,7 @@ from .. import runs
 from ..categories import CATEGORIES
 from ..models import Entry, Run, Worker
 from ..search import QueryError
-from .deps import RunId, SearcherDep, SessionDep, SettingsDep
+from .deps import RunId, SearcherDep, SessionDep
 
 router = APIRouter()
 
