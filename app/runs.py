@@ -12,6 +12,7 @@ import secrets
 from datetime import timedelta
 
 from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, func, select
 
 from .config import Settings
@@ -62,16 +63,23 @@ def create_run(*, session: Session, entry: Entry, settings: Settings) -> Run:
 def see_worker(*, session: Session, info: dict) -> Worker:
     """Record that a worker made contact (device, torch version, last contact)."""
     wid = str(info.get("id") or "unknown")[:200]
-    worker = session.get(Worker, wid) or Worker(id=wid, device="", torch_version="")
-    worker.device = str(info.get("device") or "unknown")[:200]
-    worker.torch_version = str(info.get("torch_version") or "unknown")[:50]
-    worker.gpus = int(info.get("gpus") or 0)
-    worker.hostname = str(info.get("hostname") or "")[:200]
-    worker.concurrency = int(info.get("concurrency") or 1)
-    worker.last_seen = utcnow()
-    session.add(worker)
-    session.commit()
-    return worker
+    for attempt in (1, 2):  # a worker's parallel long polls may both insert its first row
+        worker = session.get(Worker, wid, populate_existing=True) or Worker(id=wid, device="", torch_version="")
+        worker.device = str(info.get("device") or "unknown")[:200]
+        worker.torch_version = str(info.get("torch_version") or "unknown")[:50]
+        worker.gpus = int(info.get("gpus") or 0)
+        worker.hostname = str(info.get("hostname") or "")[:200]
+        worker.concurrency = int(info.get("concurrency") or 1)
+        worker.last_seen = utcnow()
+        session.add(worker)
+        try:
+            session.commit()
+            return worker
+        except IntegrityError:
+            session.rollback()
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
 
 
 def expire_leases(*, session: Session, settings: Settings) -> int:

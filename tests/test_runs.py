@@ -102,3 +102,20 @@ def test_runs_left_unfinished_are_marked_interrupted_on_start(db):
         run = client.get(f"/api/runs/{queued}").json()
     assert run["state"] == "done" and run["interrupted"] is True
     assert run["results"]["broken"]["outcome"] == "crashed" and "interrupted" in run["results"]["broken"]["reason"]
+
+
+def test_runs_worker_first_contact_race_is_absorbed(db, monkeypatch):
+    """Two long polls of one new worker: both read "no row", both insert. The loser must not 500."""
+    settings, engine = db
+    with Session(engine) as s:
+        _worker(s, "racer")  # the other poll's insert won
+    with Session(engine) as s:
+        real_get, calls = s.get, []
+
+        def stale_get(model, key, **kw):  # this poll read before the other one committed
+            calls.append(key)
+            return None if len(calls) == 1 else real_get(model, key, **kw)
+
+        monkeypatch.setattr(s, "get", stale_get)
+        worker = _worker(s, "racer", gpus=1)
+        assert worker.gpus == 1 and len(calls) == 2
