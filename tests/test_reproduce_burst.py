@@ -1,0 +1,66 @@
+"""200 Reproduce requests at once against one local worker with a pool of 2: real server, real torch.
+
+Each request is either accepted (202) and its run finishes with both outcomes, or refused cleanly
+(503 with Retry-After). None is lost, none is stuck.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+import uvicorn
+
+from app.config import Settings
+from app.main import create_app
+from tests.conftest import ROOT
+
+SLUG = "view-non-contiguous"
+
+
+@pytest.fixture()
+def server(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/burst.db", content_dir=ROOT / "content",
+                        local_workers=1, worker_concurrency=2, worker_spare=2, queue_max=40)
+    srv = uvicorn.Server(uvicorn.Config(create_app(settings, worker_url=url), port=port, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    while not srv.started:
+        time.sleep(0.05)
+    yield url
+    srv.should_exit = True
+    thread.join(30)
+
+
+@pytest.mark.slow
+def test_reproduce_burst_of_200_each_finishes_or_is_refused(server):
+    with httpx.Client(base_url=server, timeout=60) as client, ThreadPoolExecutor(32) as pool:
+        answers = list(pool.map(lambda _: client.post(f"/api/entries/{SLUG}/reproduce"), range(200)))
+        accepted = [r.json()["id"] for r in answers if r.status_code == 202]
+        refused = [r for r in answers if r.status_code == 503]
+        assert len(accepted) + len(refused) == 200, {r.status_code for r in answers}
+        assert accepted and refused, (len(accepted), len(refused))
+        assert all(r.headers.get("Retry-After") for r in refused)
+        deadline = time.monotonic() + 240
+        pending = set(accepted)
+        while pending and time.monotonic() < deadline:
+            for run_id in list(pending):
+                if client.get(f"/api/runs/{run_id}").json()["state"] == "done":
+                    pending.discard(run_id)
+            time.sleep(0.5)
+        assert not pending, f"{len(pending)} runs never finished"
+        for run_id in accepted:
+            run = client.get(f"/api/runs/{run_id}").json()
+            assert run["results"]["broken"]["outcome"] == "raised", run["results"]["broken"]
+            assert run["results"]["fixed"]["outcome"] == "ok", run["results"]["fixed"]
+        health = client.get("/healthz").json()
+        assert health["queue"] == {"queued": 0, "running": 0}
+        assert health["workers"] and health["workers"][0]["torch_version"].startswith("2.")
