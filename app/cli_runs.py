@@ -20,17 +20,14 @@ from .cli import cli, err, out
 from .config import Settings
 from .content import ContentError, LoadedEntry, load_dir
 from .runs import PARTS, empty_outcome
+from .sandbox.expect import verdict
 
 
 def _pool(settings: Settings, size: int | None = None):
     from .sandbox.limits import Limits
     from .sandbox.pool import Pool
 
-    lim = settings.limits()
-    limits = Limits(timeout_s=lim["timeout_s"], cpu_s=lim["cpu_s"], memory_mb=lim["memory_mb"],
-                    gpu_memory_fraction=lim["gpu_memory_fraction"], max_procs=lim["max_procs"],
-                    max_output_bytes=lim["max_output_bytes"], max_file_mb=lim["max_file_mb"],
-                    network=lim["network"])
+    limits = Limits(**settings.limits())  # the server's per-snippet limits are this pool's maxima
     size = size or max(1, min(settings.worker_concurrency, os.cpu_count() or 1))
     return Pool(size=size, spare=min(settings.worker_spare, size), limits=limits)
 
@@ -50,15 +47,9 @@ def run_entry(pool, e: LoadedEntry) -> dict:
     for part in PARTS:
         job = _job(e, part)
         results[part] = pool.run(job) if job else empty_outcome("skipped", "no fixed snippet")
-    broken, fixed = results["broken"], results["fixed"]
-    if broken.get("expected") is False or fixed.get("expected") is False:
-        status = "fail"
-        reason = "; ".join(f"{p}: {results[p].get('reason')}" for p in PARTS if results[p].get("expected") is False)
-    elif broken.get("outcome") == "skipped":
-        status, reason = "skipped", broken.get("reason")
-    else:
-        status = "pass"
-        reason = "diagnostic ran" if not e.spec.requires.reproducible else "broken and fixed behaved as declared"
+    status, reason = verdict(results["broken"], results["fixed"])
+    if status == "pass" and not e.spec.requires.reproducible:
+        reason = "diagnostic ran"
     return {"slug": e.slug, "category": e.category, "status": status, "reason": reason, **results}
 
 

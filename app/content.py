@@ -7,7 +7,6 @@ in one transaction, so nothing already loaded is lost.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -259,7 +258,3 @@ def seed_inventory(root: Path) -> list[dict]:
     """The seed-inventory lines (id, text) that entries must cover."""
     path = root / "seed-inventory.toml"
     return tomllib.loads(path.read_text())["line"] if path.exists() else []
-
-
-def entry_json(e: Entry) -> str:
-    return json.dumps(e.data, sort_keys=True)

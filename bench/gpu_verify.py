@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.sandbox.check import check_snippet  # noqa: E402
+from app.sandbox.expect import verdict  # noqa: E402
 
 
 def selected(content: Path) -> list[Path]:
@@ -43,10 +44,8 @@ def main() -> int:
     for path in selected(Path(args.content)):
         entry = tomllib.loads(path.read_text())
         broken = check_snippet(entry.get("broken"), entry)
-        fixed = check_snippet(entry.get("fixed"), entry) if entry.get("fixed") else {
-            "outcome": "skipped", "reason": "diagnostic entry: no fixed snippet", "expected": None}
-        states = [broken.get("expected"), fixed.get("expected")]
-        status = "fail" if False in states else "skipped" if broken.get("expected") is None else "pass"
+        fixed = check_snippet(entry.get("fixed"), entry)
+        status, _ = verdict(broken, fixed)
         rows.append({"entry": f"{path.parent.name}/{path.stem}", "status": status,
                      "needs": entry.get("requires", {}),
                      "broken": {k: broken.get(k) for k in ("outcome", "exc_type", "message", "duration_ms", "reason",

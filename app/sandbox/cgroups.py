@@ -89,9 +89,14 @@ def _sweep(parent: str) -> None:
         m = re.fullmatch(r"pitfalls-(\d+)(?:-\d+)?", name)
         if not m or _pid_alive(int(m.group(1))):
             continue
-        base = os.path.join(parent, name)
-        for sub in [s for s in os.listdir(base) if s.startswith("run-")] if os.path.isdir(base) else []:
-            path = os.path.join(base, sub)
+        _remove_runs(os.path.join(parent, name), tries=1)
+
+
+def _remove_runs(base: str, *, tries: int) -> None:
+    """Kill what is left in `base`'s run cgroups, remove them, then `base` itself."""
+    for sub in [s for s in os.listdir(base) if s.startswith("run-")] if os.path.isdir(base) else []:
+        path = os.path.join(base, sub)
+        for attempt in range(tries):
             for pid in _read(os.path.join(path, "cgroup.procs")).split():
                 try:
                     os.kill(int(pid), signal.SIGKILL)
@@ -99,12 +104,14 @@ def _sweep(parent: str) -> None:
                     pass
             try:
                 os.rmdir(path)
+                break
             except OSError:
-                pass
-        try:
-            os.rmdir(base)
-        except OSError:
-            pass
+                if attempt + 1 < tries:
+                    time.sleep(0.01)  # the killed processes take a moment to leave the cgroup
+    try:
+        os.rmdir(base)
+    except OSError:
+        pass
 
 
 def _own_paths() -> dict[str, str]:
@@ -286,25 +293,7 @@ class CgroupManager:
     def close(self) -> None:
         """Kill what is left in our runs' cgroups and remove them and the base."""
         for d in dict.fromkeys(self.base.values()):
-            subs = [s for s in (os.listdir(d) if os.path.isdir(d) else []) if s.startswith("run-")]
-            for sub in subs:
-                path = os.path.join(d, sub)
-                for _ in range(100):
-                    pids = _read(os.path.join(path, "cgroup.procs")).split()
-                    for pid in pids:
-                        try:
-                            os.kill(int(pid), signal.SIGKILL)
-                        except OSError:
-                            pass
-                    try:
-                        os.rmdir(path)
-                        break
-                    except OSError:
-                        time.sleep(0.01)
-            try:
-                os.rmdir(d)
-            except OSError:
-                pass
+            _remove_runs(d, tries=100)
 
     def enforced(self) -> dict:
         on = self.kind is not None

@@ -16,6 +16,7 @@ import tomllib
 from pathlib import Path
 
 from .execute import finish
+from .expect import verdict
 from .requirements import unmet
 
 MAX_OUTPUT = 64 * 1024
@@ -109,8 +110,7 @@ def main(argv: list[str]) -> int:
             continue
         for part in ("broken", "fixed"):
             row[part] = check_snippet(entry.get(part), entry)
-        states = [row[p]["expected"] for p in ("broken", "fixed")]
-        status = "fail" if False in states else ("skipped" if row["broken"]["expected"] is None else "pass")
+        status, _ = verdict(row["broken"], row["fixed"])
         failed += status == "fail"
         row["status"] = status
         report.append(row)

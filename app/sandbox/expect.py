@@ -44,3 +44,13 @@ def judge(outcome: dict, expect: dict | None) -> tuple[bool | None, str]:
             return True, f"warned {w.get('category')} as expected"
         return False, f"no {expect.get('warning') or 'warning'} matching /{pattern or ''}/"
     return True, f"{got} as expected"
+
+
+def verdict(broken: dict, fixed: dict) -> tuple[str, str]:
+    """An entry's status from its two outcomes: pass, fail or skipped (never skipped as passed)."""
+    failed = [(part, o) for part, o in (("broken", broken), ("fixed", fixed)) if o.get("expected") is False]
+    if failed:
+        return "fail", "; ".join(f"{part}: {o.get('reason')}" for part, o in failed)
+    if broken.get("expected") is None:
+        return "skipped", broken.get("reason") or "skipped"
+    return "pass", "broken and fixed behaved as declared"

@@ -12,6 +12,7 @@ from sqlmodel import Session, func, select
 
 from .. import runs
 from ..categories import CATEGORIES
+from ..content import Requires
 from ..models import Entry, Run, Worker
 from ..search import QueryError
 from .deps import RunId, SearcherDep, SessionDep
@@ -46,14 +47,6 @@ class CategoryOut(BaseModel):
     title: str
     description: str
     count: int
-
-
-class Requires(BaseModel):
-    cuda: bool = False
-    gpus: int = 0
-    packages: list[str] = []
-    fresh_process: bool = False
-    reproducible: bool = True
 
 
 class EntryOut(BaseModel):
