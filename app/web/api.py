@@ -15,6 +15,7 @@ from ..categories import CATEGORIES
 from ..content import Requires
 from ..models import Entry, Run, Worker
 from ..search import QueryError
+from . import views
 from .deps import RunId, SearcherDep, SessionDep
 
 router = APIRouter()
@@ -98,9 +99,7 @@ def search_post(body: SearchBody, searcher: SearcherDep) -> dict:
 @router.get("/api/categories", response_model=list[CategoryOut], tags=["entries"])
 def categories(session: SessionDep) -> list[dict]:
     """The nine categories with their entry counts."""
-    counts = dict(session.exec(select(Entry.category, func.count()).group_by(Entry.category)).all())
-    return [{"name": name, "title": title, "description": desc, "count": counts.get(name, 0)}
-            for name, (title, desc) in CATEGORIES.items()]
+    return views.categories(session)  # the same data the home page shows
 
 
 @router.get("/api/entries", response_model=list[EntryOut], tags=["entries"])
