@@ -126,6 +126,60 @@ def explain() -> None:
     out.print(f"\nMore, and a live reproduction: {settings.base_url}/e/{entry.slug}")
 
 
+@cli.command("eval")
+def eval_(files: Annotated[list[Path], typer.Argument(help="JSONL case files or folders (e.g. eval/wild)")],
+          as_json: Annotated[bool, typer.Option("--json", help="Print figures and misses as JSON")] = False,
+          show_misses: Annotated[bool, typer.Option("--misses/--no-misses", help="List each miss")] = True,
+          thresholds: Annotated[bool, typer.Option(help="Also print what each confidence threshold gives")] = False,
+          ) -> None:
+    """Score search on real pastes: top-1 confident-and-right, top-3, wrong-and-confident, abstention."""
+    from sqlmodel import Session, select
+
+    from .evaluate import EvalFileError, evaluate, load_cases, threshold_table
+    from .models import Entry
+    from .search import Searcher
+
+    try:
+        cases = load_cases(files)
+    except EvalFileError as exc:
+        err.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from None
+    settings = Settings()
+    engine = _ready_engine(settings)
+    with Session(engine) as session:
+        known = set(session.exec(select(Entry.slug)).all())
+    searcher = Searcher(engine, confident_score=settings.confident_score, limit=settings.search_limit,
+                        max_query_bytes=settings.max_query_bytes)
+    report = evaluate(cases, searcher.search, known)
+    figures = report.figures()
+    misses = report.misses() if show_misses else []
+    if as_json:
+        out.print_json(json.dumps({
+            "figures": figures, "unknown_slugs": report.unknown_slugs,
+            "misses": [{"id": o.case.id, "verdict": o.verdict, "ok": list(o.case.ok), "got": o.ranked[:3],
+                        "score": o.score, "source": o.case.source} for o in misses]}))
+        return
+    for o in misses:
+        first = o.case.text.strip().splitlines()[-1][:110]
+        out.print(f"[yellow]{o.verdict:15}[/yellow] {o.case.id:14} want {','.join(o.case.ok) or '(abstain)'}"
+                  f"  got {o.ranked[0] if o.ranked else '-'} {o.score:.2f}\n{'':16}[dim]{first}[/dim]",
+                  highlight=False, soft_wrap=True)
+    for case_id, slugs in report.unknown_slugs.items():
+        err.print(f"[red]{case_id}: unknown entry {', '.join(slugs)}[/red]")
+    if thresholds:
+        table = Table("threshold", "confident", "precision", "top-1 right", "wrong+confident", box=None)
+        for row in threshold_table(report, [x / 100 for x in range(40, 96, 5)]):
+            table.add_row(f"{row['threshold']:.2f}", str(row["confident"]), f"{row['precision']:.1%}",
+                          f"{row['top1_confident_right']:.1%}", f"{row['wrong_confident']:.1%}")
+        out.print(table)
+    out.print(f"{figures['cases']} cases, {figures['covered']} with an entry ({figures['coverage']:.1%})\n"
+              f"  top-1 confident and right  {figures['top1_confident_right']:.1%}  (of cases with an entry)\n"
+              f"  top-3                      {figures['top3']:.1%}  (of cases with an entry)\n"
+              f"  wrong and confident        {figures['wrong_confident']:.1%}  (of all cases)\n"
+              f"  abstained on uncovered     {figures['abstain_uncovered']:.1%}\n"
+              f"  confident answers right    {figures['confident_precision']:.1%}", highlight=False)
+
+
 @cli.command()
 def coverage(content_dir: Path = Path("content")) -> None:
     """Entries per category, and which seed-inventory lines each covers; exit 1 if any is uncovered."""
