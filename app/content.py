@@ -20,6 +20,7 @@ from sqlmodel import Session, select
 
 from .categories import CATEGORIES
 from .models import Entry, Meta, Signature, utcnow
+from .normalize import VERSION as NORMALIZE_VERSION
 from .normalize import normalize
 
 SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -165,7 +166,8 @@ def load_file(path: Path, root: Path) -> LoadedEntry:
     except ValidationError as exc:
         problems = "; ".join(f"field {_location(e['loc'])}: {e['msg']}" for e in exc.errors())
         raise ContentError(f"{rel}: {problems}") from None
-    digest = hashlib.sha256(raw).hexdigest()
+    # the normaliser's version is part of the hash: a new one re-tokenises every stored signature
+    digest = hashlib.sha256(raw + f"\0normalize-v{NORMALIZE_VERSION}".encode()).hexdigest()
     return LoadedEntry(slug, category, rel, spec, digest)
 
 

@@ -10,11 +10,15 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+# Bump when tokens change: stored signatures are re-tokenised on the next sync.
+VERSION = 2
+
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # (placeholder, what the reader is told was ignored, pattern); order matters: wide shapes first.
 RULES: list[tuple[str, str, re.Pattern]] = [
     ("_url_", "url", re.compile(r"https?://\S+")),
     ("_hex_", "address", re.compile(r"\b0x[0-9a-fA-F]+\b")),
+    ("_symbol_", "C++ symbol", re.compile(r"\b_Z[A-Za-z0-9_]{6,}")),
     ("_shape_", "shape", re.compile(r"torch\.Size\(\[[\d,\s]*\]\)")),
     ("_size_", "size", re.compile(r"\b\d+(?:\.\d+)?\s?(?:[KMGT]i?B|bytes|B)\b")),
     ("_path_", "path", re.compile(r"(?:[A-Za-z]:\\|\\\\)[^\s\"'<>|:]+|(?<![\w.:/])(?:~|\.{1,2})?(?:/[\w.\-+@~]+){2,}/?")),
@@ -25,15 +29,32 @@ RULES: list[tuple[str, str, re.Pattern]] = [
     ("_num_", "number", re.compile(r"(?<=\bGPU)\d+\b|(?<![\w.])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?!\w)", re.I)),
 ]
 WORD = re.compile(r"[a-z0-9_]+")
+SMALL_INT = re.compile(r"[-+]?\d{1,2}")
 
 # Lines that carry the error: `ExcType: message` anywhere (after timestamps or `file.py:12:`),
 # CUDA kernel assertions, NCCL/CUDA error lines, and bare exception names.
-EXC_LINE = re.compile(r"(?:^|[\s:\[(>])((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Warning|Interrupt|Failure))(?::\s*(.*))?$")
+EXC_LINE = re.compile(r"(?:^|[\s:\[(>`*'\"])((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Warning|Interrupt|Failure))"
+                      r"(?::\s*(.*))?$")
 SIGNAL_LINE = re.compile(r"Assertion `|CUDA error|CUDNN_STATUS|CUBLAS_STATUS|NCCL (?:error|WARN)|Watchdog caught|"
                          r"killed by signal|bus error|Segmentation fault|core dumped|out of memory|is deprecated|"
-                         r"Error\(s\) in|Missing key|Unexpected key|size mismatch for", re.I)
-FRAME = re.compile(r"^\s*(?:File \"|File '|at \S+\(|\^+\s*$|~+\^*~*\s*$|-+>\s*\d+|\d+\s+\w|Cell In\[|Input In \[|<ipython-input-)")
+                         r"Error\(s\) in|Missing key|Unexpected key|size mismatch for|undefined symbol|"
+                         r"cannot open shared object|DLL load failed|not implemented for '|no kernel image|"
+                         r"not compatible with the current PyTorch|cuda runtime error|THCudaCheck FAIL|"
+                         r"INTERNAL ASSERT FAILED|Expected .+ but got|must match the size|shapes cannot be multiplied", re.I)
+FRAME = re.compile(r"^\s*(?:File \"|File '|at \S+\(|\^+\s*$|~+\^*~*\s*$|-+>\s*\d+|\d+\s+\w|Cell In\[|Input In \[|"
+                   r"<ipython-input-|\[\d+\]\(vscode-notebook-cell)")
 CONTINUATION = re.compile(r"^\s+\S|^\t")
+# Lines that look like errors but only frame one: traceback headers, chain separators, shutdown noise.
+NOISE = re.compile(r"Traceback \(most recent call last\)|^\s*Exception ignored in|During handling of the above exception|"
+                   r"The above exception was the direct cause|Closing remaining open files|python-BaseException|"
+                   r"Error in atexit\._run_exitfuncs|^\s*(?:wandb|ERROR:root):|Process finished with exit code|"
+                   r"^\s*(?:Error|Exception|Warning)s?\s*(?:message|type|details)?\s*:?\s*$", re.I)
+# A line that announces an exception whose message follows on the next lines (VS Code, PyCharm, reports).
+ANNOUNCE = re.compile(r"^(?:.*?(?:发生异常|Exception has occurred|Exception Type|Error Type|Exception Message)\W*)")
+# Markdown and report decoration around a pasted line: quotes, bullets, bold labels, backticks.
+DECOR = re.compile(r"^\s*(?:>\s*)*(?:[-*]\s+)?(?:\*\*[^*]{1,40}:\*\*\s*)?`*|`+\s*$")
+JOIN_LINES = 6  # a message that wraps goes on for at most this many lines
+JOIN_CHARS = 1200
 
 
 @dataclass
@@ -64,6 +85,8 @@ def normalize(line: str) -> Normalized:
             ignored[label] += 1
             if placeholder == "_q_":
                 aux.extend(WORD.findall((m.group(1) or m.group(2) or "").lower()))
+            elif placeholder == "_num_" and SMALL_INT.fullmatch(m.group(0)):
+                aux.append("n" + m.group(0).lstrip("+").replace("-", "m"))  # tells "dimension 0" from "dimension 1", a little
             return f" {placeholder} "
         out = pattern.sub(_sub, out)
     out = re.sub(r"\s+", " ", out).strip()
@@ -78,43 +101,83 @@ class Extracted:
     lines: list[tuple[str, float]]
     free_text: str
     frames: int = 0
+    plain: bool = False  # no error line was recognised: the lines are the paste's plain text
+
+
+def _is_exc(line: str) -> re.Match | None:
+    m = EXC_LINE.search(line)
+    return m if m and not NOISE.search(line) else None
+
+
+def _message_after(lines: list[str], i: int) -> list[str]:
+    """The lines after line i that go on with its message (wrapped text, indented state_dict lists)."""
+    more: list[str] = []
+    for ln in lines[i + 1:i + 1 + JOIN_LINES]:
+        s = ln.strip()
+        if not s or FRAME.match(ln) or NOISE.search(ln) or _is_exc(s):
+            break
+        more.append(s)
+    return more
 
 
 def extract(text: str, *, max_lines: int = 10) -> Extracted:
-    """Find the lines that carry the error in a paste: a one-liner, a traceback, a log."""
-    lines = [ln for ln in clean(text).split("\n")]
+    """Find the lines that carry the error in a paste: a one-liner, a traceback, a log, a report.
+
+    Each exception line is offered alone and, when its message wraps over the next lines, joined
+    with them; a paste with no recognisable error line offers its plain lines (a message pasted
+    without its `RuntimeError:`, or inside a sentence).
+    """
+    lines = [DECOR.sub("", ln) for ln in clean(text).split("\n")]
     frames = sum(1 for ln in lines if FRAME.match(ln))
-    found: list[tuple[int, str, float]] = []  # (position, text, weight)
+    found: list[tuple[float, str, float]] = []  # (position, text, weight)
     last_exc = None
     for i, ln in enumerate(lines):
         s = ln.strip()
-        if not s or len(s) > 2000 or FRAME.match(ln):
+        if not s or len(s) > 2000 or FRAME.match(ln) or NOISE.search(s):
             continue
-        m = EXC_LINE.search(s)
-        if m and (m.group(2) is not None or i == len(lines) - 1 or s == m.group(1)):
-            start = s.find(m.group(1))
-            found.append((i, s[start:], 1.0))
-            last_exc = len(found) - 1
+        m = _is_exc(s)
+        if m:
+            line = s[m.start(1):]
+            more = _message_after(lines, i)
+            if m.group(2) is None or not m.group(2).strip() or ANNOUNCE.match(s):
+                # `发生异常: RuntimeError` / a bare `UserWarning:`: the message is on the next lines
+                if not more:
+                    if i == len(lines) - 1 or s == m.group(1):
+                        found.append((i, line, 1.0))
+                        last_exc = len(found) - 1
+                    continue
+                line = f"{m.group(1)}: {' '.join(more)}"[:JOIN_CHARS]
+                found.append((i, line, 1.0))
+            else:
+                found.append((i, line, 1.0))
+                if more:
+                    found.append((i + 0.5, f"{line} {' '.join(more)}"[:JOIN_CHARS], 0.97))
+            last_exc = len(found) - 1 - (1 if more and m.group(2) and m.group(2).strip() else 0)
         elif SIGNAL_LINE.search(s):
             found.append((i, s, 0.9))
     if last_exc is not None:
         # the final exception's message often goes on over indented lines (state_dict errors)
-        i = found[last_exc][0]
+        i = int(found[last_exc][0])
         for ln in lines[i + 1:i + 6]:
-            if ln.strip() and CONTINUATION.match(ln) and not FRAME.match(ln):
-                found.append((i + 0.5, ln.strip(), 0.95))
-        pos, s, _ = found[last_exc]
-        found[last_exc] = (pos, s, 1.0)
+            if ln.strip() and CONTINUATION.match(ln) and not FRAME.match(ln) and not NOISE.search(ln):
+                found.append((i + 0.25, ln.strip(), 0.95))
+    plain = not found
+    if plain:
+        # no error line: the paste is a bare message, a title or a sentence; try its plain lines
+        plain = [(i, ln.strip()) for i, ln in enumerate(lines)
+                 if ln.strip() and not FRAME.match(ln) and not NOISE.search(ln) and 10 <= len(ln.strip()) <= 2000]
+        found = [(i, s, 0.9) for i, s in plain[-6:]]
     # prefer the final exception, then later lines over earlier ones (chained causes come first)
-    found.sort(key=lambda f: (f[2] < 1.0, -f[0]))
+    top = max((f[0] for f in found if f[2] >= 0.97), default=None)
+    found.sort(key=lambda f: (f[2] < 0.97, -f[0]))
     seen: set[str] = set()
     picked: list[tuple[str, float]] = []
     for pos, s, w in found:
         if s not in seen:
             seen.add(s)
             # earlier exceptions in a chain weigh a little less than the last one
-            picked.append((s, w if pos == (found[0][0] if found else pos) else min(w, 0.95)))
+            picked.append((s, w if top is None or int(pos) == int(top) else min(w, 0.95)))
         if len(picked) >= max_lines:
             break
     free = " ".join(ln.strip() for ln in lines if ln.strip() and not FRAME.match(ln))[:2000]
-    return Extracted(picked, free, frames)
+    return Extracted(picked, free, frames, plain)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import re
 import sqlite3
 import threading
 from array import array
@@ -22,6 +23,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from operator import itemgetter
 
+from rapidfuzz import fuzz, process
 from sqlalchemy.engine import Engine
 
 from .normalize import WORD, Normalized, extract, normalize
@@ -32,10 +34,19 @@ POSTINGS_BUDGET = 4000  # signature ids visited per search, rarest tokens first
 CANDIDATES = 40  # rescored precisely
 GENERIC_WORDS = 5
 QUOTED_MISMATCH = 0.7
+QUOTED_MISMATCH_LONG = 0.85  # longer signatures: the quoted names still carry part of the meaning
+PARTIAL_MASS = 12.0  # IDF weight a fragment needs to stand on its own (~3 rare words)
+PARTIAL_CAP = 0.9  # a fragment, however distinctive, is not the whole message
+TYPO_MIN = 6  # shortest word we try to correct
+TYPO_CUTOFF = 86  # rapidfuzz ratio a correction needs
+TYPO_WEIGHT = 0.7  # a corrected word counts for less than one typed right
+TIE = 0.03
+CONTEXT_TERMS = 40  # hits this close to the best are ordered by the rest of the paste
 BARE_WORDS = 4
 BARE_CAP = 0.65
 TEXT_TERMS = 12
 RELATED_SHARE = 0.4  # with a confident match, others are shown only above this share of its score
+NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$")  # small numbers kept as tie-breakers (normalize.SMALL_INT)
 STOPWORDS = frozenset("a an and are as at be but by for from has have how i in is it my of on or that the this "
                       "to was when why with without not no do does did can get got".split())
 
@@ -70,6 +81,26 @@ class SearchResult:
                 "lines": self.lines, "ignored": self.ignored}
 
 
+class QueryLine:
+    """One error line of a paste as the index sees it: weights per word, typos corrected."""
+
+    def __init__(self, text: str, weight: float, n: Normalized, index: SignatureIndex):
+        self.text, self.weight = text, weight
+        tokens, typos = [], set()
+        for t in n.tokens:
+            fixed = index.correct(t)
+            tokens.append(fixed or t)
+            if fixed:
+                typos.add(fixed)
+        self.tokens = tokens + n.aux
+        w = index.weights(tokens, n.aux)
+        for t in typos:
+            w[t] *= TYPO_WEIGHT
+        self.weights = w
+        self.known_mass = sum(v for t, v in w.items() if t in index.idf)
+        self.quoted = {t for t in n.aux if not NUMBER_AUX.match(t)}
+
+
 class SignatureIndex:
     """Token -> signature ids, with IDF, for every signature in the database."""
 
@@ -84,6 +115,21 @@ class SignatureIndex:
         self.n = max(n, 1)
         self.idf = {t: math.log(1 + self.n / (len(p) + 0.5)) for t, p in postings.items()}
         self.idf_unknown = math.log(1 + self.n / 0.5)
+        # typo correction looks only among words sharing a beginning or an end: cheap at any size
+        buckets: dict[str, list[str]] = {}
+        for t in postings:
+            if len(t) >= TYPO_MIN - 1 and t.isalpha():
+                buckets.setdefault("<" + t[:2], []).append(t)
+                buckets.setdefault(">" + t[-3:], []).append(t)
+        self.buckets = buckets
+
+    def correct(self, token: str) -> str | None:
+        """The known word a mistyped one most likely meant (`runtineerror` -> `runtimeerror`)."""
+        if token in self.postings or len(token) < TYPO_MIN or not token.isalpha():
+            return None
+        pool = set(self.buckets.get("<" + token[:2], ())) | set(self.buckets.get(">" + token[-3:], ()))
+        best = process.extractOne(token, pool, scorer=fuzz.ratio, score_cutoff=TYPO_CUTOFF) if pool else None
+        return best[0] if best else None
 
     def weights(self, tokens: list[str], aux: list[str] | set[str]) -> dict[str, float]:
         idf, unknown = self.idf, self.idf_unknown
@@ -92,14 +138,14 @@ class SignatureIndex:
             w.setdefault(t, AUX_WEIGHT * idf.get(t, unknown))
         return w
 
-    def candidates(self, lines: list[Normalized]) -> list[int]:
+    def candidates(self, lines: list[QueryLine]) -> list[int]:
         """Signatures sharing the most IDF weight of the paste's rarest tokens.
 
         Rare tokens first, within a budget of postings: a huge knowledge base costs the same as a
         small one, and common words ("runtimeerror", "tensor") never decide anything anyway.
         """
         postings = self.postings
-        tokens = {t for n in lines[:MAX_LINES] for t in n.tokens + n.aux if t in postings}
+        tokens = {t for q in lines[:MAX_LINES] for t in q.tokens if t in postings}
         score: dict[int, float] = {}
         get = score.get
         budget = POSTINGS_BUDGET
@@ -114,14 +160,25 @@ class SignatureIndex:
         return [sid for sid, _ in heapq.nlargest(CANDIDATES, score.items(), key=itemgetter(1))]
 
 
-def similarity(line_w: dict[str, float], sig_w: dict[str, float]) -> float:
-    """F2 of weighted token overlap: how much of the signature the line contains, mostly."""
+def similarity(line_w: dict[str, float], sig_w: dict[str, float], known_mass: float | None = None) -> float:
+    """How well a paste line matches a signature, 0-1.
+
+    F2 of weighted token overlap (how much of the signature the line contains, mostly), or, for a
+    line that is a distinctive fragment of the signature (a truncated or partly pasted message),
+    how much of the line's known words the signature holds, scaled by how distinctive they are.
+    `known_mass` is the line's weight over words the index knows (unknown words are the user's).
+    """
     shared = sum(min(v, line_w[t]) for t, v in sig_w.items() if t in line_w)
     if not shared:
         return 0.0
     recall = shared / sum(sig_w.values())
     precision = shared / sum(line_w.values())
-    return 5 * precision * recall / (4 * precision + recall)
+    f2 = 5 * precision * recall / (4 * precision + recall)
+    if known_mass:
+        inside = shared / known_mass
+        fragment = PARTIAL_CAP * inside * inside * (1 - math.exp(-shared / PARTIAL_MASS))
+        return max(f2, fragment)
+    return f2
 
 
 class Searcher:
@@ -175,60 +232,82 @@ class Searcher:
         index = self._refresh(conn)
         ex = extract(text)
         ignored: Counter = Counter()
-        normalized = []
+        lines = []
         for line, weight in ex.lines:
             n = normalize(line)
             ignored.update(n.ignored)
-            normalized.append((line, weight, n))
+            lines.append(QueryLine(line, weight, n, index))
         if ex.frames:
             ignored["traceback frame"] = ex.frames
-        hits = self._by_signature(conn, index, normalized) if normalized else {}
+        hits = self._by_signature(conn, index, lines) if lines else {}
         confident = max((h.score for h in hits.values()), default=0.0) >= self.confident_score
-        if not normalized or not hits:
+        if not lines or ex.plain or not hits:
             # free text, or an error no signature knows: BM25 over what entries say
-            free = ex.free_text if not normalized else " ".join(line for line, _, _ in normalized)
-            text_hits, confident = self._by_text(conn, free, only_free=not normalized)
+            free = ex.free_text if not lines or ex.plain else " ".join(q.text for q in lines)
+            text_hits, text_confident = self._by_text(conn, free, only_free=not lines or ex.plain)
+            confident = confident or (text_confident and not hits)
             for h in text_hits:
                 hits.setdefault(h.slug, h)
-        ranked = sorted(hits.values(), key=lambda h: -(h.score + 0.1 * h.support))[:limit]
+        ranked = sorted(hits.values(), key=lambda h: -(h.score + 0.1 * h.support))
+        ranked = self._break_ties(conn, ranked, ex.free_text)[:limit]
         if confident and ranked:  # a clear answer: don't bury it under faint look-alikes
             ranked = [h for h in ranked if h.score >= RELATED_SHARE * ranked[0].score]
-        return SearchResult(text[:200], confident and bool(ranked), ranked, [line for line, _, _ in normalized],
+        return SearchResult(text[:200], confident and bool(ranked), ranked, [q.text for q in lines],
                             {k: v for k, v in ignored.items() if v})
 
-    def _by_signature(self, conn: sqlite3.Connection, index: SignatureIndex, lines) -> dict[str, Hit]:
-        ids = index.candidates([n for _, _, n in lines])
+    def _by_signature(self, conn: sqlite3.Connection, index: SignatureIndex, lines: list[QueryLine]
+                      ) -> dict[str, Hit]:
+        ids = index.candidates(lines)
         if not ids:
             return {}
         rows = conn.execute(
             "SELECT s.entry_slug, s.text, s.tokens, s.aux, e.title, e.category FROM signature s "
             f"JOIN entry e ON e.slug = s.entry_slug WHERE s.id IN ({','.join('?' * len(ids))})", ids).fetchall()
-        line_weights = [(line, weight, index.weights(n.tokens, n.aux), set(n.aux)) for line, weight, n in lines]
         best: dict[str, Hit] = {}
         per_line: dict[str, dict[str, float]] = {}  # slug -> paste line -> best score
         for slug, sig_text, tokens, aux, title, category in rows:
             sig_tokens, sig_aux = tokens.split(), set(aux.split())
             sig_w = index.weights(sig_tokens, sig_aux)
             words = len([t for t in sig_tokens if not t.startswith("_")])
-            for line, weight, line_w, line_aux in line_weights:
-                score = similarity(line_w, sig_w) * weight
-                # a short signature whose point is a quoted name ("No module named 'models'") must
-                # not claim a paste that quotes a different name
-                if words <= GENERIC_WORDS and sig_aux and line_aux and not sig_aux & line_aux:
-                    score *= QUOTED_MISMATCH
+            sig_quoted = {t for t in sig_aux if not NUMBER_AUX.match(t)}
+            for q in lines:
+                score = similarity(q.weights, sig_w, q.known_mass) * q.weight
+                # a signature whose point is a quoted name ("No module named 'models'") must not
+                # claim a paste that quotes other names only
+                if sig_quoted and q.quoted and not sig_quoted & q.quoted:
+                    score *= QUOTED_MISMATCH if words <= GENERIC_WORDS else QUOTED_MISMATCH_LONG
                 if words <= BARE_WORDS:  # "ZeroDivisionError: division by zero" says too little alone
                     score = min(score, BARE_CAP)
                 score = round(score, 4)
                 if score <= 0.1:
                     continue
                 seen = per_line.setdefault(slug, {})
-                seen[line] = max(seen.get(line, 0.0), score)
+                seen[q.text] = max(seen.get(q.text, 0.0), score)
                 if slug not in best or best[slug].score < score:
-                    best[slug] = Hit(slug, title, category, score, sig_text, line)
+                    best[slug] = Hit(slug, title, category, score, sig_text, q.text)
         # an entry that explains more lines of the paste ranks first among equals
         for slug, hit in best.items():
             hit.support = sum(per_line[slug].values()) - hit.score
         return best
+
+    def _break_ties(self, conn: sqlite3.Connection, ranked: list[Hit], context: str) -> list[Hit]:
+        """Entries that match the error equally well are ordered by what the rest of the paste says
+        (the code line that failed, the library, the words around it) against what each entry says."""
+        if len(ranked) < 2 or ranked[1].score < ranked[0].score - TIE:
+            return ranked
+        tied = [h for h in ranked if h.score >= ranked[0].score - TIE]
+        words = [w for w in WORD.findall(context.lower())
+                 if w not in STOPWORDS and not w.isdigit() and 2 < len(w) < 40 and not w.startswith("_")]
+        terms = list(dict.fromkeys(words))[:CONTEXT_TERMS]
+        if not terms:
+            return ranked
+        rows = conn.execute(
+            "SELECT slug, -bm25(entry_fts, 10.0, 4.0, 1.0) FROM entry_fts WHERE entry_fts MATCH ? "
+            f"AND slug IN ({','.join('?' * len(tied))})",
+            (" OR ".join(f'"{t}"' for t in terms), *[h.slug for h in tied])).fetchall()
+        bm25 = dict(rows)
+        # within the tie band the context decides (stable: equal context keeps the score order)
+        return sorted(tied, key=lambda h: -bm25.get(h.slug, 0.0)) + ranked[len(tied):]
 
     def _by_text(self, conn: sqlite3.Connection, text: str, *, only_free: bool) -> tuple[list[Hit], bool]:
         # the porter tokenizer stems both sides, so words go in as typed (quoted: never syntax)

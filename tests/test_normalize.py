@@ -1,0 +1,104 @@
+"""The line picker on the formats real pastes come in: which line carries the error, and what it says."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.normalize import extract, normalize
+
+# (paste, the line that must be offered first, lines that must not be offered at all)
+FORMATS = {
+    "vscode-chinese": ("""发生异常: RuntimeError
+CUDA error: device-side assert triggered
+  File "D:\\proj\\train.py", line 41, in <module>
+    loss.backward()""", "RuntimeError: CUDA error: device-side assert triggered", []),
+    "vscode-english": ("""Exception has occurred: RuntimeError
+Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!
+  File "/home/u/a.py", line 9, in <module>""",
+                       "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!", []),
+    "pycharm-trailer": ("""Traceback (most recent call last):
+  File "C:/work/main.py", line 3, in <module>
+    x.view(-1, 10)
+RuntimeError: shape '[-1, 10]' is invalid for input of size 7
+python-BaseException""", "RuntimeError: shape '[-1, 10]' is invalid for input of size 7", ["python-BaseException"]),
+    "exception-ignored-after": ("""RuntimeError: DataLoader worker (pid(s) 1234) exited unexpectedly
+Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f>
+Closing remaining open files:data.h5...done""", "RuntimeError: DataLoader worker (pid(s) 1234) exited unexpectedly",
+                                ["Closing remaining open files:data.h5...done"]),
+    "no-type-prefix": ("Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
+                       "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!", []),
+    "inside-sentence": ("When I run train.py I get RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB",
+                        "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB", []),
+    "backticks": ("`RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x10 and 20x5)`",
+                  "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x10 and 20x5)", []),
+    "markdown-report": ("""- **Exception Type:** RuntimeError
+- **Exception Message:** RuntimeError: Input type (float) and bias type (c10::Half) should be the same""",
+                        "RuntimeError: Input type (float) and bias type (c10::Half) should be the same", []),
+    "quoted-reply": ("> TypeError: can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.",
+                     "TypeError: can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.", []),
+    "jupyter-header": ("""---------------------------------------------------------------------------
+IndexError                                Traceback (most recent call last)
+Cell In[3], line 2
+----> 2 emb(torch.tensor([10]))
+
+IndexError: index out of range in self""", "IndexError: index out of range in self",
+                       ["IndexError                                Traceback (most recent call last)"]),
+    "warning-wrapped": ("""/opt/conda/lib/python3.7/site-packages/torch/nn/functional.py:3613: UserWarning:
+    Found GPU0 GRID K1 which is of cuda capability 3.0.
+    PyTorch no longer supports this GPU because it is too old.
+""", "UserWarning: Found GPU0 GRID K1 which is of cuda capability 3.0. PyTorch no longer supports this GPU because it is too old.", []),
+    "timestamped-log": ("""2024-03-01 10:02:11 | INFO | epoch 3
+2024-03-01 10:02:12 | ERROR | RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1269, unhandled system error, NCCL version 2.14.3""",
+                        "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1269, unhandled system error, NCCL version 2.14.3", []),
+    "progress-bar": ("Epoch 1:  12%|█▏ | 12/100 [00:03<00:20]\rEpoch 1:  13%|█▎ | 13/100\nValueError: Expected more than 1 value per channel when training, got input size torch.Size([1, 64])",
+                     "ValueError: Expected more than 1 value per channel when training, got input size torch.Size([1, 64])", []),
+    "chained-last-wins": ("""ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "x.py", line 1, in <module>
+OSError: [WinError 126] The specified module could not be found""",
+                          "OSError: [WinError 126] The specified module could not be found",
+                          ["During handling of the above exception, another exception occurred:"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_line_picker_finds_the_error_line(name):
+    paste, first, absent = FORMATS[name]
+    ex = extract(paste)
+    assert ex.lines, name
+    assert ex.lines[0][0] == first
+    offered = [line for line, _ in ex.lines]
+    for line in absent:
+        assert all(line not in o for o in offered), (line, offered)
+
+
+def test_line_picker_offers_wrapped_message_joined_and_alone():
+    ex = extract("UserWarning: To copy construct from a tensor, it is recommended to use\n"
+                 "sourceTensor.clone().detach() or sourceTensor.clone().detach().requires_grad_(True),\n"
+                 "rather than torch.tensor(sourceTensor).")
+    offered = [line for line, _ in ex.lines]
+    assert "UserWarning: To copy construct from a tensor, it is recommended to use" in offered
+    assert any(o.endswith("rather than torch.tensor(sourceTensor).") and o.startswith("UserWarning") for o in offered)
+
+
+def test_plain_text_is_marked_plain():
+    assert extract("dataloader hangs at the first batch").plain
+    assert not extract("RuntimeError: boom").plain
+
+
+@pytest.mark.parametrize("text, placeholder", [
+    ("undefined symbol: _ZN3c1017RegisterOperatorsD1Ev", "_symbol_"),
+    ("Tried to allocate 20.00 MiB", "_size_"),
+    ("File C:\\Users\\ana\\x.py", "_path_"),
+    ("got torch.Size([1, 64])", "_shape_"),
+])
+def test_volatile_parts_become_placeholders(text, placeholder):
+    assert placeholder in normalize(text).tokens
+
+
+def test_small_numbers_are_kept_as_weak_tokens():
+    a, b = normalize("except in dimension 0"), normalize("except in dimension 1")
+    assert a.tokens == b.tokens and a.aux != b.aux
