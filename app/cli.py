@@ -53,7 +53,8 @@ def serve(host: str = "127.0.0.1", port: int = 8000,
 
 
 @cli.command()
-def sync() -> None:
+def sync(force: Annotated[bool, typer.Option(help="Allow removing most entries (an emptied content folder)")]
+         = False) -> None:
     """Load content/ into the database (idempotent; a bad file changes nothing)."""
     from . import content
     from .db import make_engine, migrate
@@ -61,7 +62,7 @@ def sync() -> None:
     settings = Settings()
     migrate(settings)
     try:
-        report = content.sync(make_engine(settings), settings.content_dir)
+        report = content.sync(make_engine(settings), settings.content_dir, force=force)
     except content.ContentError as exc:
         err.print(f"[red]content error:[/red] {exc}")
         raise typer.Exit(2) from None

@@ -215,7 +215,10 @@ def bump_generation(session: Session) -> None:
         session.add(meta)
 
 
-def sync(engine: Engine, root: Path) -> SyncReport:
+MASS_REMOVAL = 0.5  # a sync that would remove more than this share of the entries needs `force`
+
+
+def sync(engine: Engine, root: Path, *, force: bool = False) -> SyncReport:
     """Load `root` into the database: new and changed entries written, vanished ones removed.
 
     Idempotent (keyed on slug + content hash) and all-or-nothing: a bad file raises ContentError
@@ -226,7 +229,12 @@ def sync(engine: Engine, root: Path) -> SyncReport:
     with Session(engine) as session:
         existing = {slug: h for slug, h in session.exec(select(Entry.slug, Entry.content_hash)).all()}
         wanted = {e.slug: e for e in loaded}
-        for slug in sorted(set(existing) - set(wanted)):
+        vanished = sorted(set(existing) - set(wanted))
+        if not force and len(existing) > 2 and len(vanished) > MASS_REMOVAL * len(existing):
+            # an empty or wrong content folder (a missing mount, a typo) must not wipe the knowledge base
+            raise ContentError(f"{root}: syncing would remove {len(vanished)} of {len(existing)} entries; "
+                               "nothing was changed (check the content folder, or force the sync)")
+        for slug in vanished:
             _remove(session, slug)
             report.removed.append(slug)
         for e in loaded:

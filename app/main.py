@@ -36,7 +36,7 @@ def create_app(settings: Settings | None = None, *, worker_url: str | None = Non
             log.info("content synced: %s", report)
         with Session(app.state.engine) as session:
             if n := runs.mark_interrupted(session=session):
-                log.warning("%d runs left unfinished by the last server were marked interrupted", n)
+                log.warning("%d runs left running by the last server were marked interrupted", n)
         app.state.queue_event = asyncio.Event()
         pool = LocalWorkers(settings, worker_url, app.state.local_token) if worker_url else None
         if pool:

@@ -167,8 +167,11 @@ def _finish_missing(run: Run, reason: str) -> None:
 
 
 def mark_interrupted(*, session: Session) -> int:
-    """On start: runs left queued or running by a stopped server are finished as interrupted."""
-    stuck = session.exec(select(Run).where(Run.state != "done")).all()
+    """On start: runs left running by a stopped server are finished as interrupted.
+
+    Queued runs never started: they stay queued, and the next worker takes them.
+    """
+    stuck = session.exec(select(Run).where(Run.state == "running")).all()
     for run in stuck:
         _finish_missing(run, "interrupted: the server stopped before this run finished; run it again")
         run.job = {**run.job, "interrupted": True}

@@ -193,6 +193,7 @@ class Searcher:
         self._lock = threading.Lock()
         self._generation: str | None = None
         self._index = SignatureIndex([])
+        self._words: dict[str, frozenset[str]] = {}
         self._local = threading.local()
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -214,6 +215,7 @@ class Searcher:
             with self._lock:
                 if gen != self._generation:
                     self._index = SignatureIndex(conn.execute("SELECT id, tokens, aux FROM signature"))
+                    self._words = {}
                     self._generation = gen
         return self._index
 
@@ -224,7 +226,8 @@ class Searcher:
         if len(text.encode("utf-8", "surrogatepass")) > self.max_query_bytes:
             raise QueryError(f"the search text is larger than {self.max_query_bytes} bytes; paste the last part "
                              "of the traceback instead")
-        text = text.replace("\x00", "")
+        # lone surrogates (`\ud800` in a JSON body) can't be encoded anywhere downstream
+        text = text.encode("utf-8", "replace").decode("utf-8").replace("\x00", "")
         if not text.strip():
             raise QueryError("the search text is empty: paste an error message or a traceback")
         limit = limit or self.limit
@@ -296,18 +299,24 @@ class Searcher:
         if len(ranked) < 2 or ranked[1].score < ranked[0].score - TIE:
             return ranked
         tied = [h for h in ranked if h.score >= ranked[0].score - TIE]
-        words = [w for w in WORD.findall(context.lower())
-                 if w not in STOPWORDS and not w.isdigit() and 2 < len(w) < 40 and not w.startswith("_")]
-        terms = list(dict.fromkeys(words))[:CONTEXT_TERMS]
-        if not terms:
+        paste = {w for w in WORD.findall(context.lower())
+                 if w not in STOPWORDS and not w.isdigit() and 2 < len(w) < 40 and not w.startswith("_")}
+        if not paste:
             return ranked
-        rows = conn.execute(
-            "SELECT slug, -bm25(entry_fts, 10.0, 4.0, 1.0) FROM entry_fts WHERE entry_fts MATCH ? "
-            f"AND slug IN ({','.join('?' * len(tied))})",
-            (" OR ".join(f'"{t}"' for t in terms), *[h.slug for h in tied])).fetchall()
-        bm25 = dict(rows)
+        words = self._entry_words(conn, [h.slug for h in tied])
         # within the tie band the context decides (stable: equal context keeps the score order)
-        return sorted(tied, key=lambda h: -bm25.get(h.slug, 0.0)) + ranked[len(tied):]
+        return sorted(tied, key=lambda h: -len(paste & words.get(h.slug, frozenset()))) + ranked[len(tied):]
+
+    def _entry_words(self, conn: sqlite3.Connection, slugs: list[str]) -> dict[str, frozenset[str]]:
+        """The words each entry's text uses (cached per content generation; a few rows by key)."""
+        cache = self._words
+        missing = [s for s in slugs if s not in cache]
+        if missing:
+            rows = conn.execute("SELECT slug, title || ' ' || summary || ' ' || cause || ' ' || fix FROM entry "
+                                f"WHERE slug IN ({','.join('?' * len(missing))})", missing).fetchall()
+            for slug, body in rows:
+                cache[slug] = frozenset(WORD.findall(body.lower()))
+        return {s: cache[s] for s in slugs if s in cache}
 
     def _by_text(self, conn: sqlite3.Connection, text: str, *, only_free: bool) -> tuple[list[Hit], bool]:
         # the porter tokenizer stems both sides, so words go in as typed (quoted: never syntax)

@@ -129,3 +129,17 @@ def test_api_worker_endpoints_refuse_bad_tokens(client):
     assert client.post("/api/worker/lease", json=body).status_code == 401
     assert client.post("/api/worker/lease", json=body, headers={"Authorization": "Bearer nope"}).status_code == 401
     assert client.post("/api/worker/lease", json=body, headers={"Authorization": "Bearer "}).status_code == 401
+
+
+def test_api_search_lone_surrogate_is_not_a_500(client):
+    r = client.post("/api/search", content=b'{"q": "RuntimeError: \\ud800 CUDA out of memory"}',
+                    headers={"content-type": "application/json"})
+    assert r.status_code == 200, r.text
+    assert r.json()["query"].startswith("RuntimeError: ") and "\ud800" not in r.json()["query"]
+
+
+def test_entry_page_run_beyond_int64_is_not_a_500(client):
+    r = client.get("/e/view-non-contiguous", params={"run": str(2**64)})
+    assert r.status_code == 200
+    r = client.get("/e/view-non-contiguous", params={"run": "-5"})
+    assert r.status_code == 200

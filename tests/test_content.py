@@ -104,3 +104,19 @@ def test_real_content_loads_and_covers_every_seed_line():
     assert inventory and inventory <= covered, sorted(inventory - covered)
     assert covered <= inventory, sorted(covered - inventory)
     assert {e.category for e in entries} == set(content.CATEGORIES)
+
+
+def test_sync_refuses_mass_removal_without_force(tree):
+    root, engine = tree
+    for n in range(3):
+        (root / f"loss/extra-{n}.toml").write_text(GOOD.replace("view() on a", f"Extra {n}: view() on a"))
+    content.sync(engine, root)
+    assert _count(engine, "entry") == 5
+    for f in root.rglob("*.toml"):  # a content folder that came up empty (a missing mount)
+        f.unlink()
+    (root / "mismatch/view-non-contiguous.toml").write_text(GOOD)
+    with pytest.raises(content.ContentError, match="would remove 4 of 5 entries"):
+        content.sync(engine, root)
+    assert _count(engine, "entry") == 5
+    report = content.sync(engine, root, force=True)
+    assert len(report.removed) == 4 and _count(engine, "entry") == 1

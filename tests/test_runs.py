@@ -87,7 +87,7 @@ def test_runs_queue_is_bounded(db):
             runs.create_run(session=s, entry=entry, settings=settings)
 
 
-def test_runs_left_unfinished_are_marked_interrupted_on_start(db):
+def test_runs_left_running_are_interrupted_and_queued_ones_kept_on_start(db):
     settings, engine = db
     from fastapi.testclient import TestClient
 
@@ -95,11 +95,13 @@ def test_runs_left_unfinished_are_marked_interrupted_on_start(db):
 
     with Session(engine) as s:
         entry = s.get(Entry, "view-non-contiguous")
+        started = runs.create_run(session=s, entry=entry, settings=settings).id
         queued = runs.create_run(session=s, entry=entry, settings=settings).id
-        runs.create_run(session=s, entry=entry, settings=settings)
-        runs.lease_run(session=s, worker=_worker(s, "w"), settings=settings)
+        assert runs.lease_run(session=s, worker=_worker(s, "w"), settings=settings).id == started
     with TestClient(create_app(settings.model_copy(update={"local_workers": 0}))) as client:
-        run = client.get(f"/api/runs/{queued}").json()
+        run = client.get(f"/api/runs/{started}").json()
+        waiting = client.get(f"/api/runs/{queued}").json()
+    assert waiting["state"] == "queued" and waiting["interrupted"] is False  # never started: requeued
     assert run["state"] == "done" and run["interrupted"] is True
     assert run["results"]["broken"]["outcome"] == "crashed" and "interrupted" in run["results"]["broken"]["reason"]
 

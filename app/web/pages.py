@@ -112,7 +112,7 @@ def entry(slug: str, request: Request, session: SessionDep,
     e = session.get(Entry, slug)
     if e is None:
         return not_found(request, f"There is no entry “{slug}”.")
-    shown = session.get(Run, run) if run is not None else None
+    shown = session.get(Run, run) if run is not None and 0 < run < 2**63 else None  # SQLite ids are int64
     if shown is not None and shown.entry_slug != slug:
         shown = None
     # Without JavaScript the page refreshes itself while the run is pending. A refresh to the same
