@@ -294,7 +294,7 @@ class Searcher:
         return best
 
     def _break_ties(self, conn: sqlite3.Connection, ranked: list[Hit], context: str) -> list[Hit]:
-        """Entries that match the error equally well are ordered by what the rest of the paste says
+        """Entries that match the error about equally well are ordered by what the rest of the paste says
         (the code line that failed, the library, the words around it) against what each entry says."""
         if len(ranked) < 2 or ranked[1].score < ranked[0].score - TIE:
             return ranked
@@ -304,8 +304,10 @@ class Searcher:
         if not paste:
             return ranked
         words = self._entry_words(conn, [h.slug for h in tied])
-        # within the tie band the context decides (stable: equal context keeps the score order)
-        return sorted(tied, key=lambda h: -len(paste & words.get(h.slug, frozenset()))) + ranked[len(tied):]
+        # the share of the paste's words an entry talks about moves it by at most TIE
+        def key(h: Hit) -> float:
+            return h.score + 0.1 * h.support + TIE * len(paste & words.get(h.slug, frozenset())) / len(paste)
+        return sorted(tied, key=key, reverse=True) + ranked[len(tied):]
 
     def _entry_words(self, conn: sqlite3.Connection, slugs: list[str]) -> dict[str, frozenset[str]]:
         """The words each entry's text uses (cached per content generation; a few rows by key)."""

@@ -92,6 +92,16 @@ RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with m
                           "cuda-in-forked-subprocess"),
     "process-group": ("ValueError: Default process group has not been initialized, please make sure to call init_process_group.",
                       "default-process-group-not-initialized"),
+    "typed-by-hand-typos": ("RuntineError: Expected all tensors to be on the same devive, but found at least two devices, cuda:0 and cpu!",
+                            "tensor-created-on-wrong-device"),
+    "no-exception-type": ("Expected all tensors to be on the same device, but found at least two devices, cpu and cuda:0! (when checking argument for argument index in method wrapper_CUDA__index_select)",
+                          "tensor-created-on-wrong-device"),
+    "th-era-backend": ("RuntimeError: Expected object of backend CUDA but got backend CPU for argument #3 'index'",
+                       "tensor-created-on-wrong-device"),
+    "vscode-announce": ("""发生异常: RuntimeError
+one of the variables needed for gradient computation has been modified by an inplace operation: [torch.FloatTensor [3, 4]], which is output 0 of ReluBackward0, is at version 1; expected version 0 instead.
+  File "D:\\code\\gan\\train.py", line 120, in <module>
+    d_loss.backward()""", "inplace-modified-needed-for-grad"),
 }
 
 UNRELATED = [
@@ -126,6 +136,14 @@ def test_search_reports_ignored_parts(searcher):
     assert result.ignored.get("shape") == 2
     assert result.ignored.get("traceback frame", 0) >= 3
     assert result.lines[0].startswith("RuntimeError: mat1 and mat2")
+
+
+def test_search_truncated_paste_still_finds_its_entry(searcher):
+    """A paste cut short keeps a distinctive part of the message: that is a match, if a weaker one."""
+    full = searcher.search(PASTES["backward-twice"][0])
+    cut = searcher.search("RuntimeError: Trying to backward through the graph a second time (or directly access saved")
+    assert cut.results[0].slug == "backward-graph-second-time"
+    assert cut.results[0].score <= full.results[0].score
 
 
 def test_search_free_text_finds_entry(searcher):
