@@ -68,7 +68,8 @@ def time_http(settings: Settings, rounds: int) -> list[float]:
         time.sleep(0.05)
     out = []
     try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
+        # the first request builds the signature index (seconds at 100k entries): wait for it
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as client:
             for q in QUERIES:
                 client.post("/api/search", json={"q": q})
             for _ in range(rounds):

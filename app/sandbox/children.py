@@ -10,16 +10,27 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import signal
 import socket
 import subprocess
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from . import wire
 from .cgroups import Cgroup
+
+# Snippets print what they like onto a shared page: no secret of the worker or the server may reach
+# them (the worker token, database URLs with passwords, cloud keys).
+SECRET = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|_KEY$|^PITFALLS_DATABASE_URL$", re.I)
+
+
+def snippet_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment children inherit: the parent's, less anything that looks like a secret."""
+    return {k: v for k, v in environ.items() if not SECRET.search(k)}
+
 
 _REPO_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -98,7 +109,7 @@ class ForkServer:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             path = os.pathsep.join(filter(None, [_REPO_ROOT, os.environ.get("PYTHONPATH")]))
             env = {
-                **os.environ,
+                **snippet_environ(os.environ),
                 "PYTHONPATH": path,
                 "PYTORCH_NVML_BASED_CUDA_CHECK": "1",
                 "CUDA_LAUNCH_BLOCKING": "1",

@@ -217,3 +217,28 @@ def test_pool_close_leaves_nothing_behind():
             not os.path.exists(f"/proc/{pid}")
             or Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] == "Z"
         )
+
+
+def test_pool_snippets_never_see_secrets(monkeypatch):
+    """The worker token (and anything else that looks like a secret) stays out of every snippet."""
+    monkeypatch.setenv("PITFALLS_WORKER_TOKEN", "tok-123-secret")
+    monkeypatch.setenv("PITFALLS_DATABASE_URL", "postgresql://u:pw@db/p")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret")
+    monkeypatch.setenv("PITFALLS_HARMLESS", "visible")
+    from tests.sandbox.conftest import TEST_LIMITS
+
+    from app.sandbox.pool import Pool
+
+    p = Pool(size=1, spare=1, limits=TEST_LIMITS)
+    p.start(wait=True)
+    try:
+        code = "import os\nprint(sorted(k for k in os.environ if k.startswith(('PITFALLS', 'AWS'))))"
+        for fresh in (False, True):
+            out = p.run({"code": code, "expect": None, "check": None, "requires": {}, "fresh_process": fresh})
+            assert out["outcome"] == "ok", out
+            seen = out["stdout"]
+            assert "PITFALLS_HARMLESS" in seen, (fresh, seen)
+            for secret in ("PITFALLS_WORKER_TOKEN", "PITFALLS_DATABASE_URL", "AWS_SECRET_ACCESS_KEY"):
+                assert secret not in seen, (fresh, seen)
+    finally:
+        p.close()
