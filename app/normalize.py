@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 2
+VERSION = 3
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # (placeholder, what the reader is told was ignored, pattern); order matters: wide shapes first.
@@ -28,6 +28,14 @@ RULES: list[tuple[str, str, re.Pattern]] = [
     ("_q_", "quoted name", re.compile(r"(?<![A-Za-z])'([^'\n]{1,200})'(?![A-Za-z])|\"([^\"\n]{1,200})\"")),
     ("_num_", "number", re.compile(r"(?<=\bGPU)\d+\b|(?<![\w.])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?!\w)", re.I)),
 ]
+# Sentences PyTorch appends to many different errors: they say nothing about which error it is, and
+# left in, a signature that carries one "matches" every other error that carries it too.
+BOILERPLATE = re.compile(
+    r"\(?Could this error message be improved\? If so, please report an enhancement request to PyTorch\.?\)?|"
+    r"CUDA kernel errors might be asynchronously reported at some other API call,? so the stacktrace below "
+    r"might be incorrect\.?|For debugging,? consider passing CUDA_LAUNCH_BLOCKING=1\.?|"
+    r"Compile with `?TORCH_USE_CUDA_DSA`? to enable device-side assertions\.?|"
+    r"\(Triggered internally at [^)]*\)", re.I)
 WORD = re.compile(r"[a-z0-9_]+")
 SMALL_INT = re.compile(r"[-+]?\d{1,2}")
 
@@ -79,7 +87,7 @@ def normalize(line: str) -> Normalized:
     """Replace numbers, sizes, shapes, paths, addresses, GPU names and quoted names by placeholders."""
     ignored: Counter = Counter()
     aux: list[str] = []
-    out = line.strip()
+    out = BOILERPLATE.sub(" ", line).strip() or line.strip()
     for placeholder, label, pattern in RULES:
         def _sub(m: re.Match, placeholder=placeholder, label=label) -> str:
             ignored[label] += 1

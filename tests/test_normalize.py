@@ -102,3 +102,12 @@ def test_volatile_parts_become_placeholders(text, placeholder):
 def test_small_numbers_are_kept_as_weak_tokens():
     a, b = normalize("except in dimension 0"), normalize("except in dimension 1")
     assert a.tokens == b.tokens and a.aux != b.aux
+
+
+def test_boilerplate_sentences_do_not_count():
+    a = normalize("RuntimeError: Expected is_sm80 || is_sm90 to be true, but got false. (Could this error message "
+                  "be improved? If so, please report an enhancement request to PyTorch.)")
+    assert "enhancement" not in a.tokens and "is_sm80" in a.tokens
+    b = normalize("RuntimeError: CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously "
+                  "reported at some other API call, so the stacktrace below might be incorrect.")
+    assert b.tokens == normalize("RuntimeError: CUDA error: device-side assert triggered").tokens
