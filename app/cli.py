@@ -143,7 +143,7 @@ def eval_(files: Annotated[list[Path], typer.Argument(help="JSONL case files or 
     try:
         cases = load_cases(files)
     except EvalFileError as exc:
-        err.print(f"[red]{exc}[/red]")
+        err.print(f"[red]{exc}[/red]", soft_wrap=True, highlight=False)
         raise typer.Exit(2) from None
     settings = Settings()
     engine = _ready_engine(settings)

@@ -115,20 +115,27 @@ class SignatureIndex:
         self.n = max(n, 1)
         self.idf = {t: math.log(1 + self.n / (len(p) + 0.5)) for t, p in postings.items()}
         self.idf_unknown = math.log(1 + self.n / 0.5)
-        # typo correction looks only among words sharing a beginning or an end: cheap at any size
-        buckets: dict[str, list[str]] = {}
+        # typo correction looks only among words of about the same length sharing a beginning or an
+        # end: a few dozen comparisons at any size
+        buckets: dict[tuple[str, int], list[str]] = {}
         for t in postings:
             if len(t) >= TYPO_MIN - 1 and t.isalpha():
-                buckets.setdefault("<" + t[:2], []).append(t)
-                buckets.setdefault(">" + t[-3:], []).append(t)
+                buckets.setdefault(("<" + t[:2], len(t)), []).append(t)
+                buckets.setdefault((">" + t[-3:], len(t)), []).append(t)
         self.buckets = buckets
+        self._corrections: dict[str, str | None] = {}
 
     def correct(self, token: str) -> str | None:
         """The known word a mistyped one most likely meant (`runtineerror` -> `runtimeerror`)."""
         if token in self.postings or len(token) < TYPO_MIN or not token.isalpha():
             return None
-        pool = set(self.buckets.get("<" + token[:2], ())) | set(self.buckets.get(">" + token[-3:], ()))
+        if token in self._corrections:
+            return self._corrections[token]
+        n, get = len(token), self.buckets.get
+        pool = {t for k in ("<" + token[:2], ">" + token[-3:]) for m in (n - 1, n, n + 1) for t in get((k, m), ())}
         best = process.extractOne(token, pool, scorer=fuzz.ratio, score_cutoff=TYPO_CUTOFF) if pool else None
+        if len(self._corrections) < 100_000:  # user words repeat across pastes; bounded
+            self._corrections[token] = best[0] if best else None
         return best[0] if best else None
 
     def weights(self, tokens: list[str], aux: list[str] | set[str]) -> dict[str, float]:

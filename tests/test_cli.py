@@ -65,3 +65,31 @@ def test_cli_coverage_passes_on_real_content(env):
     r = pitfalls(env, "coverage")
     assert r.returncode == 0, r.stdout.decode()[-2000:]
     assert b"seed lines covered" in r.stdout
+
+
+def test_cli_eval_scores_cases_and_lists_misses(env, tmp_path):
+    import json
+
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("\n".join(json.dumps(c) for c in [
+        {"id": "right", "text": TRACEBACK.decode(), "ok": ["backward-graph-second-time"]},
+        {"id": "abstain", "text": "KeyError: 'learning_rate'", "ok": [], "wanted": "a config key entry"},
+        {"id": "mislabelled", "text": TRACEBACK.decode(), "ok": ["view-non-contiguous"]},
+    ]) + "\n")
+    r = pitfalls(env, "eval", str(cases), "--json")
+    assert r.returncode == 0, r.stderr.decode()
+    report = json.loads(r.stdout)
+    fig = report["figures"]
+    assert fig["cases"] == 3 and fig["covered"] == 2
+    assert fig["top1_confident_right"] == 0.5 and fig["abstain_uncovered"] == 1.0
+    assert abs(fig["wrong_confident"] - 1 / 3) < 1e-9
+    assert [m["id"] for m in report["misses"]] == ["mislabelled"]
+    assert report["misses"][0]["got"][0] == "backward-graph-second-time"
+
+
+def test_cli_eval_names_the_bad_line(env, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "text": "x", "ok": []}\n{"id": "b", "text": 5}\n')
+    r = pitfalls(env, "eval", str(bad))
+    assert r.returncode == 2
+    assert f"{bad}:2: field text" in r.stderr.decode()
