@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 3
+VERSION = 4
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # (placeholder, what the reader is told was ignored, pattern); order matters: wide shapes first.
@@ -25,7 +25,10 @@ RULES: list[tuple[str, str, re.Pattern]] = [
     ("_shape_", "shape", re.compile(r"\[\s*-?\d+(?:\s*,\s*-?\d+)+\s*,?\s*\]|\(\s*\d+(?:\s*,\s*\d+)+\s*,?\s*\)|\b\d+(?:x\d+)+\b")),
     ("_arch_", "GPU arch", re.compile(r"\bsm_\d+a?\b|\bcompute_\d+\b")),
     ("_gpu_", "GPU name", re.compile(r"\b(?:NVIDIA\s+)?(?:GeForce|Tesla|Quadro|TITAN|RTX|GTX|A\d{2,3}|H\d{3}|L\d{1,2}|V100|T4|P100|K\d{2})\b[\w\- ]*?(?=\s+(?:with|which|GPU|is|has)\b|\s*[,;)]|$)")),
-    ("_q_", "quoted name", re.compile(r"(?<![A-Za-z])'([^'\n]{1,200})'(?![A-Za-z])|\"([^\"\n]{1,200})\"")),
+    # quoted names, and called names (`forward()`): in a template such as "X() takes 2 positional
+    # arguments" the name is what tells one error from another
+    ("_q_", "quoted name", re.compile(r"(?<![A-Za-z])'([^'\n]{1,200})'(?![A-Za-z])|\"([^\"\n]{1,200})\"|"
+                                      r"(?<![\w.])((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\(\)")),
     ("_num_", "number", re.compile(r"(?<=\bGPU)\d+\b|(?<![\w.])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?!\w)", re.I)),
 ]
 # Sentences PyTorch appends to many different errors: they say nothing about which error it is, and
@@ -51,6 +54,7 @@ SIGNAL_LINE = re.compile(r"Assertion `|CUDA error|CUDNN_STATUS|CUBLAS_STATUS|NCC
                          r"INTERNAL ASSERT FAILED|Expected .+ but got|must match the size|shapes cannot be multiplied", re.I)
 FRAME = re.compile(r"^\s*(?:File \"|File '|at \S+\(|\^+\s*$|~+\^*~*\s*$|-+>\s*\d+|\d+\s+\w|Cell In\[|Input In \[|"
                    r"<ipython-input-|\[\d+\]\(vscode-notebook-cell)")
+SOURCE_OF = re.compile(r"^\s*File [\"'].*line \d+")
 CONTINUATION = re.compile(r"^\s+\S|^\t")
 # Lines that look like errors but only frame one: traceback headers, chain separators, shutdown noise.
 NOISE = re.compile(r"Traceback \(most recent call last\)|^\s*Exception ignored in|During handling of the above exception|"
@@ -92,7 +96,7 @@ def normalize(line: str) -> Normalized:
         def _sub(m: re.Match, placeholder=placeholder, label=label) -> str:
             ignored[label] += 1
             if placeholder == "_q_":
-                aux.extend(WORD.findall((m.group(1) or m.group(2) or "").lower()))
+                aux.extend(WORD.findall((m.group(1) or m.group(2) or m.group(3) or "").lower()))
             elif placeholder == "_num_" and SMALL_INT.fullmatch(m.group(0)):
                 aux.append("n" + m.group(0).lstrip("+").replace("-", "m"))  # tells "dimension 0" from "dimension 1", a little
             return f" {placeholder} "
@@ -173,7 +177,8 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     if plain:
         # no error line: the paste is a bare message, a title or a sentence; try its plain lines
         plain = [(i, ln.strip()) for i, ln in enumerate(lines)
-                 if ln.strip() and not FRAME.match(ln) and not NOISE.search(ln) and 10 <= len(ln.strip()) <= 2000]
+                 if ln.strip() and not FRAME.match(ln) and not NOISE.search(ln) and 10 <= len(ln.strip()) <= 2000
+                 and not (i and SOURCE_OF.match(lines[i - 1]))]  # the code line a frame shows
         found = [(i, s, 0.9) for i, s in plain[-6:]]
     # prefer the final exception, then later lines over earlier ones (chained causes come first)
     top = max((f[0] for f in found if f[2] >= 0.97), default=None)
