@@ -14,6 +14,7 @@ import datetime
 import json
 import sys
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,24 +37,29 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--content", default=str(ROOT / "content"))
+    ap.add_argument("--jobs", type=int, default=1, help="entries checked at once (each in fresh processes)")
     args = ap.parse_args()
     import torch
 
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA GPU"
     rows = []
-    for path in selected(Path(args.content)):
+
+    def check(path: Path) -> tuple[Path, dict, dict, dict]:
         entry = tomllib.loads(path.read_text())
-        broken = check_snippet(entry.get("broken"), entry)
-        fixed = check_snippet(entry.get("fixed"), entry)
-        status, _ = verdict(broken, fixed)
-        rows.append({"entry": f"{path.parent.name}/{path.stem}", "status": status,
-                     "needs": entry.get("requires", {}),
-                     "broken": {k: broken.get(k) for k in ("outcome", "exc_type", "message", "duration_ms", "reason",
-                                                           "stdout")},
-                     "fixed": {k: fixed.get(k) for k in ("outcome", "exc_type", "message", "duration_ms", "reason")}})
-        write(args.out, gpu, rows, torch)  # after each entry: a cut-off run still leaves its report
-        print(f"{status:8} {rows[-1]['entry']}: broken {broken.get('outcome')}, fixed {fixed.get('outcome')}"
-              + (f" -- {broken.get('reason')} / {fixed.get('reason')}" if status == "fail" else ""), flush=True)
+        return path, entry, check_snippet(entry.get("broken"), entry), check_snippet(entry.get("fixed"), entry)
+
+    with ThreadPoolExecutor(max(1, args.jobs)) as ex:
+        checked = ex.map(check, selected(Path(args.content)))
+        for path, entry, broken, fixed in checked:
+            status, _ = verdict(broken, fixed)
+            rows.append({"entry": f"{path.parent.name}/{path.stem}", "status": status,
+                         "needs": entry.get("requires", {}),
+                         "broken": {k: broken.get(k) for k in ("outcome", "exc_type", "message", "duration_ms", "reason",
+                                                               "stdout")},
+                         "fixed": {k: fixed.get(k) for k in ("outcome", "exc_type", "message", "duration_ms", "reason")}})
+            write(args.out, gpu, rows, torch)  # after each entry: a cut-off run still leaves its report
+            print(f"{status:8} {rows[-1]['entry']}: broken {broken.get('outcome')}, fixed {fixed.get('outcome')}"
+                  + (f" -- {broken.get('reason')} / {fixed.get('reason')}" if status == "fail" else ""), flush=True)
     report = write(args.out, gpu, rows, torch)
     print(json.dumps(report["summary"]))
     return 1 if report["summary"]["fail"] else 0
