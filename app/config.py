@@ -20,6 +20,8 @@ class Settings(BaseSettings):
 
     # search
     max_query_bytes: int = Field(1_000_000, description="Largest accepted search text; longer pastes get 413.")
+    max_body_bytes: int = Field(4_000_000, description="Largest accepted request body, refused with 413 before it "
+                                "is read.")
     confident_score: float = Field(0.7, description="Signature similarity (0-1) at or above which a match is confident.")
     search_limit: int = Field(10, description="Results returned by a search.")
 
@@ -43,7 +45,8 @@ class Settings(BaseSettings):
     run_network: bool = Field(False, description="Let snippets use the network (off: a private network namespace where allowed).")
 
     # pages
-    htmx_local: bool = Field(False, description="Serve htmx from this server instead of the CDN (air-gapped teams).")
+    htmx_local: bool = Field(True, description="Serve htmx from this server (works offline); false loads it from "
+                             "the jsDelivr CDN with a pinned SRI hash.")
 
     def sqlite_path(self) -> Path | None:
         """The database file when the URL is SQLite, else None."""

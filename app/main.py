@@ -12,6 +12,7 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 from sqlmodel import Session
 
 from . import content, runs
@@ -19,6 +20,7 @@ from .config import Settings
 from .db import make_engine, migrate
 from .search import Searcher
 from .web import api, workers
+from .web.guard import Guard
 from .web.local_workers import LocalWorkers
 
 log = logging.getLogger("pitfalls")
@@ -48,8 +50,11 @@ def create_app(settings: Settings | None = None, *, worker_url: str | None = Non
                 pool.stop()
             app.state.engine.dispose()
 
-    app = FastAPI(title="Pitfalls", version="0.1.0", lifespan=lifespan,
-                  description="Search PyTorch errors, read the fix, reproduce it on a real worker.")
+    # FastAPIOffline: /docs and /redoc from assets shipped in the package, so they work offline
+    app = FastAPIOffline(title="Pitfalls", version="0.1.0", lifespan=lifespan,
+                         description="Search PyTorch errors, read the fix, reproduce it on a real worker.")
+    app.add_middleware(Guard, max_body_bytes=settings.max_body_bytes,
+                       script_hosts="" if settings.htmx_local else " https://cdn.jsdelivr.net")
     app.state.settings = settings
     app.state.engine = make_engine(settings)
     app.state.searcher = Searcher(app.state.engine, confident_score=settings.confident_score,

@@ -225,3 +225,20 @@ def test_worker_image_files_need_only_stdlib_and_torch():
                     continue
                 problems.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name}")
     assert not problems, "the worker image would fail on: " + "; ".join(problems)
+
+
+def test_make_run_takes_a_port_and_never_pulls_the_cuda_build_without_a_gpu():
+    import shutil
+    import subprocess
+
+    if not shutil.which("make"):
+        pytest.skip("make is not installed")
+    plan = subprocess.run(["make", "-n", "-B", "run", "PORT=9123", "HOST=0.0.0.0"], cwd=ROOT, capture_output=True,
+                          text=True, check=True).stdout
+    assert "pitfalls serve --host 0.0.0.0 --port 9123" in plan
+    # without nvidia-smi the install falls through to PyTorch's CPU index
+    assert "command -v nvidia-smi" in plan and "download.pytorch.org/whl/cpu" in plan
+    test_plan = subprocess.run(["make", "-n", "-B", "test"], cwd=ROOT, capture_output=True, text=True,
+                               check=True).stdout
+    first_torch = next(line for line in test_plan.splitlines() if "torch==2.13.0" in line)
+    assert "torch==2.13.0+cpu" in first_torch  # the CPU build first, never PyPI's CUDA one
