@@ -20,6 +20,16 @@ from .expect import judge
 SNIPPET_NAME = "snippet.py"
 
 
+# A snippet's own text can be huge (a 100 MB warning): what goes on the wire is capped here, the
+# server validates again.
+MESSAGE_MAX = 64 * 1024
+WARNING_MAX = 8 * 1024
+
+
+def _capped(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more characters dropped]"
+
+
 def _names(cls: type) -> list[str]:
     """Every name an expectation may use for an exception or warning class."""
     out = []
@@ -99,7 +109,7 @@ def run_code(code: str, *, workdir: str | None = None) -> dict:
                     outcome="crashed",
                     exc_type="SystemExit",
                     exc_names=["SystemExit"],
-                    message=str(exc.code),
+                    message=_capped(str(exc.code), MESSAGE_MAX),
                     reason=f"sys.exit({exc.code!r})",
                 )
         except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt included: the snippet raised it
@@ -107,8 +117,8 @@ def run_code(code: str, *, workdir: str | None = None) -> dict:
                 outcome="raised",
                 exc_type=type(exc).__name__,
                 exc_names=_names(type(exc)),
-                message=str(exc),
-                traceback=_trim_traceback(exc, path),
+                message=_capped(str(exc), MESSAGE_MAX),
+                traceback=_capped(_trim_traceback(exc, path), MESSAGE_MAX),
             )
         poisoned = cuda_poisoned()
     result["duration_ms"] = round((time.perf_counter() - start) * 1000, 2)
@@ -116,7 +126,7 @@ def run_code(code: str, *, workdir: str | None = None) -> dict:
         {
             "category": w.category.__name__,
             "names": _names(w.category),
-            "message": str(w.message),
+            "message": _capped(str(w.message), WARNING_MAX),
             "line": w.lineno if w.filename == path else None,
         }
         for w in caught

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sqlmodel import Session
 
 from .. import runs
@@ -35,9 +35,68 @@ class LeaseRef(BaseModel):
     lease: str
 
 
+TEXT_MAX = 256 * 1024  # one stream or message; the sandbox's own cap is lower (run_max_output_bytes)
+Name = Annotated[str, Field(max_length=500)]
+
+
+def _clean(value: Any) -> Any:
+    """Lone surrogates (`\ud800`) from a snippet's output can't be stored or shown: replace them."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    return value
+
+
+class WarningOut(BaseModel):
+    category: Name = "Warning"
+    names: list[Name] = Field(default_factory=list, max_length=50)
+    message: str = Field("", max_length=16 * 1024)
+    line: int | None = Field(None, ge=0, le=10**9)
+
+
+class OutcomeIn(BaseModel):
+    """One snippet's OUTCOME as a worker reports it: the run-result contract, with bounded sizes.
+
+    An authenticated worker is still not trusted to send something every page can render.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    outcome: Literal["raised", "warned", "ok", "wrong", "timeout", "crashed", "skipped"]
+    exc_type: Name | None = None
+    exc_names: list[Name] = Field(default_factory=list, max_length=50)
+    message: str | None = Field(None, max_length=TEXT_MAX)
+    traceback: str | None = Field(None, max_length=TEXT_MAX)
+    warnings: list[WarningOut] = Field(default_factory=list, max_length=50)
+    stdout: str = Field("", max_length=TEXT_MAX)
+    stderr: str = Field("", max_length=TEXT_MAX)
+    truncated: bool = False
+    duration_ms: float = Field(0, ge=0, le=10**9, allow_inf_nan=False)
+    device: Name | None = None
+    torch_version: Name | None = None
+    expected: bool | None = None
+    reason: str | None = Field(None, max_length=16 * 1024)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sanitise(cls, data: Any) -> Any:
+        return _clean(data)
+
+    @model_validator(mode="after")
+    def _small_extras(self) -> OutcomeIn:
+        extra = self.model_extra or {}
+        if len(extra) > 20 or any(not isinstance(v, str | int | float | bool | None) or
+                                  (isinstance(v, str) and len(v) > 1000) for v in extra.values()):
+            raise ValueError("extra outcome fields must be at most 20 scalars (strings up to 1000 characters)")
+        return self
+
+
 class ResultBody(LeaseRef):
     part: Literal["broken", "fixed"]
-    result: dict[str, Any]
+    result: OutcomeIn
 
 
 def _try_lease(request: Request, info: WorkerInfo) -> dict | None:
@@ -92,4 +151,4 @@ def heartbeat(run_id: RunId, body: LeaseRef, request: Request) -> dict:
 def result(run_id: RunId, body: ResultBody, request: Request) -> dict:
     """Post one part's outcome (broken or fixed)."""
     return _leased_call(request, runs.submit_result, run_id=run_id, lease=body.lease, part=body.part,
-                        result=body.result)
+                        result=body.result.model_dump())

@@ -240,3 +240,11 @@ def test_pool_no_network(run, next_run_ok, enforced):
     out = run(loop)
     assert out["outcome"] == "ok" and out["stdout"] == "loopback ok\n", out
     next_run_ok()
+
+
+def test_pool_huge_warning_and_exception_message_are_capped(run, next_run_ok):
+    out = run("import warnings\nwarnings.warn('w' * 30_000_000)\nraise ValueError('v' * 30_000_000)")
+    assert out["outcome"] == "raised" and out["exc_type"] == "ValueError"
+    assert len(out["message"]) < 70_000
+    assert all(len(w["message"]) < 10_000 for w in out["warnings"])
+    next_run_ok()
