@@ -49,7 +49,8 @@ def serve(host: str = "127.0.0.1", port: int = 8000,
         settings.local_workers = workers
     url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
     app = create_app(settings, worker_url=url if settings.local_workers else None)
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    # long polls from workers must not hold a stop: in-flight requests get 2 s
+    uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=2)
 
 
 @cli.command()

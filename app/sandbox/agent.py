@@ -358,6 +358,18 @@ def _parse_limits(pairs: list[str]) -> Limits:
     return Limits(**values)
 
 
+def _die_with(parent: int, stop: threading.Event, abandon: threading.Event) -> None:
+    """A server's local worker must not outlive it, even a `kill -9`'d one: once the parent is gone
+    (we are re-parented), abandon the jobs in hand and close the pool, so nothing is left behind."""
+    while not abandon.is_set():
+        if os.getppid() != parent:
+            log.warning("the server (pid %d) is gone: stopping", parent)
+            stop.set()
+            abandon.set()
+            return
+        time.sleep(0.25)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app.sandbox.agent", description=__doc__.split("\n")[0])
     parser.add_argument("--server", required=True, help="the Pitfalls server, e.g. http://pitfalls:8000")
@@ -366,6 +378,8 @@ def main(argv: list[str] | None = None) -> int:
         default=os.environ.get("PITFALLS_WORKER_TOKEN"),
         help="worker token (or PITFALLS_WORKER_TOKEN)",
     )
+    parser.add_argument("--parent-pid", type=int, default=None,
+                        help="exit (abandoning jobs in hand) when this process is gone: a server's local workers")
     parser.add_argument("--concurrency", type=int, default=1, help="runs at once")
     parser.add_argument("--spare", type=int, default=1, help="warmed children kept ready")
     parser.add_argument("--wait", type=float, default=20, help="long-poll seconds per lease request")
@@ -397,6 +411,9 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    if args.parent_pid:
+        threading.Thread(target=_die_with, args=(args.parent_pid, stop, abandon), name="parent-watch",
+                         daemon=True).start()
     try:
         done = serve(
             args.server,

@@ -6,11 +6,14 @@ is one job path; torch lives only in them, never in the web process. A worker th
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 
 from ..config import Settings
 
@@ -26,7 +29,8 @@ class LocalWorkers:
 
     def _spawn(self) -> subprocess.Popen:
         cmd = [sys.executable, "-m", "app.sandbox.agent", "--server", self.server_url,
-               "--concurrency", str(self.settings.worker_concurrency), "--spare", str(self.settings.worker_spare)]
+               "--concurrency", str(self.settings.worker_concurrency), "--spare", str(self.settings.worker_spare),
+               "--parent-pid", str(os.getpid())]  # it exits when we are gone, even after a kill -9
         # this machine's workers take the server's per-snippet limits as their maxima
         for key, value in self.settings.limits().items():
             cmd += ["--limit", f"{key}={int(value) if isinstance(value, bool) else value}"]
@@ -47,14 +51,21 @@ class LocalWorkers:
                     self.procs[i] = self._spawn()
             self._stop.wait(2.0)
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stop within `timeout`: two SIGTERMs (the agent's "abandon the jobs in hand": it cancels
+        them and closes its pool; their runs are requeued), then SIGKILL to whatever is left."""
         self._stop.set()
-        for proc in self.procs:
-            if proc and proc.poll() is None:
-                proc.terminate()
-        for proc in self.procs:
-            if proc:
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+        live = [p for p in self.procs if p and p.poll() is None]
+        for sig in (signal.SIGTERM, signal.SIGTERM):
+            for proc in live:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(sig)
+            time.sleep(0.05)
+        deadline = time.monotonic() + timeout
+        for proc in live:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)  # its own session: the agent and its pool
+                proc.wait()
