@@ -26,7 +26,7 @@ from operator import itemgetter
 from rapidfuzz import fuzz, process
 from sqlalchemy.engine import Engine
 
-from .normalize import WORD, Normalized, extract, normalize
+from .normalize import WORD, Normalized, clean, extract, normalize
 
 AUX_WEIGHT = 0.3  # quoted names matter, but less than the words around them
 MAX_LINES = 4  # error lines of a paste that gather candidates (best first)
@@ -41,8 +41,16 @@ TYPO_MIN = 6  # shortest word we try to correct
 TYPO_CUTOFF = 86  # rapidfuzz ratio a correction needs
 TYPO_WEIGHT = 0.7  # a corrected word counts for less than one typed right
 TIE = 0.03
+CONTEXT_CHARS = 20_000  # of a paste, read to order tied entries
 CONTEXT_TERMS = 40  # hits this close to the best are ordered by the rest of the paste
 BARE_WORDS = 4
+# Python's own errors say little without a name in them: "EOFError: Ran out of input" has several
+# causes, "ZeroDivisionError: float division by zero" thousands. Such a signature alone, short and
+# naming nothing, is never a confident answer.
+# (torch raises IndexError/ValueError/TypeError with messages of its own: those are not listed)
+PYTHON_ERRORS = frozenset("zerodivisionerror eoferror recursionerror memoryerror filenotfounderror nameerror "
+                          "stopiteration brokenpipeerror permissionerror".split())
+PYTHON_BARE_WORDS = 6
 BARE_CAP = 0.65
 TEXT_TERMS = 12
 RELATED_SHARE = 0.4  # with a confident match, others are shown only above this share of its score
@@ -79,6 +87,29 @@ class SearchResult:
         return {"query": self.query, "confident": self.confident,
                 "results": [{k: v for k, v in asdict(h).items() if k != "support"} for h in self.results],
                 "lines": self.lines, "ignored": self.ignored}
+
+
+class EntryTexts:
+    """The words of every entry's text (title apart), with document frequencies: what a paste's
+    context is compared with when entries tie."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        df: Counter = Counter()
+        for (body,) in conn.execute("SELECT title || ' ' || summary || ' ' || cause || ' ' || fix FROM entry"):
+            df.update(set(WORD.findall(body.lower())))
+        self.df, self.n = df, max(1, sum(1 for _ in conn.execute("SELECT 1 FROM entry")))
+        self._words: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+
+    def idf(self, word: str) -> float:
+        return math.log(1 + self.n / (self.df.get(word, 0) + 0.5))
+
+    def words(self, conn: sqlite3.Connection, slug: str) -> tuple[frozenset[str], frozenset[str]]:
+        if slug not in self._words:
+            row = conn.execute("SELECT title, summary || ' ' || cause || ' ' || fix FROM entry WHERE slug = ?",
+                               (slug,)).fetchone() or ("", "")
+            title = frozenset(WORD.findall(row[0].lower()))
+            self._words[slug] = (title, title | frozenset(WORD.findall(row[1].lower())))
+        return self._words[slug]
 
 
 class QueryLine:
@@ -200,7 +231,7 @@ class Searcher:
         self._lock = threading.Lock()
         self._generation: str | None = None
         self._index = SignatureIndex([])
-        self._words: dict[str, frozenset[str]] = {}
+        self._texts: EntryTexts | None = None  # built on the first tie, per content generation
         self._local = threading.local()
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -222,7 +253,7 @@ class Searcher:
             with self._lock:
                 if gen != self._generation:
                     self._index = SignatureIndex(conn.execute("SELECT id, tokens, aux FROM signature"))
-                    self._words = {}
+                    self._texts = None
                     self._generation = gen
         return self._index
 
@@ -259,7 +290,7 @@ class Searcher:
             for h in text_hits:
                 hits.setdefault(h.slug, h)
         ranked = sorted(hits.values(), key=lambda h: -(h.score + 0.1 * h.support))
-        ranked = self._break_ties(conn, ranked, ex.free_text)[:limit]
+        ranked = self._break_ties(conn, ranked, clean(text[:CONTEXT_CHARS]))[:limit]
         if confident and ranked:  # a clear answer: don't bury it under faint look-alikes
             ranked = [h for h in ranked if h.score >= RELATED_SHARE * ranked[0].score]
         return SearchResult(text[:200], confident and bool(ranked), ranked, [q.text for q in lines],
@@ -286,8 +317,9 @@ class Searcher:
                 # claim a paste that quotes other names only
                 if sig_quoted and q.quoted and not sig_quoted & q.quoted:
                     score *= QUOTED_MISMATCH if words <= GENERIC_WORDS else QUOTED_MISMATCH_LONG
-                if words <= BARE_WORDS:  # "ZeroDivisionError: division by zero" says too little alone
-                    score = min(score, BARE_CAP)
+                if words <= BARE_WORDS or (not sig_quoted and words <= PYTHON_BARE_WORDS
+                                            and sig_tokens and sig_tokens[0] in PYTHON_ERRORS):
+                    score = min(score, BARE_CAP)  # says too little alone
                 score = round(score, 4)
                 if score <= 0.1:
                     continue
@@ -300,32 +332,39 @@ class Searcher:
             hit.support = sum(per_line[slug].values()) - hit.score
         return best
 
-    def _break_ties(self, conn: sqlite3.Connection, ranked: list[Hit], context: str) -> list[Hit]:
-        """Entries that match the error about equally well are ordered by what the rest of the paste says
-        (the code line that failed, the library, the words around it) against what each entry says."""
+    def _break_ties(self, conn: sqlite3.Connection, ranked: list[Hit], paste: str) -> list[Hit]:
+        """Entries that match the error about equally well (one message, several causes) are ordered
+        by the rest of the paste (its frames' modules, the code that failed, the words around it)
+        against what each entry says, and by whether the entry is *about* that message (its title)."""
         if len(ranked) < 2 or ranked[1].score < ranked[0].score - TIE:
             return ranked
         tied = [h for h in ranked if h.score >= ranked[0].score - TIE]
-        paste = {w for w in WORD.findall(context.lower())
-                 if w not in STOPWORDS and not w.isdigit() and 2 < len(w) < 40 and not w.startswith("_")}
-        if not paste:
-            return ranked
-        words = self._entry_words(conn, [h.slug for h in tied])
-        # the share of the paste's words an entry talks about moves it by at most TIE
+        texts = self._entry_texts(conn)
+        said = set(WORD.findall(paste.lower()))
+        known = {w for w in said if w in texts.df}
+
         def key(h: Hit) -> float:
-            return h.score + 0.1 * h.support + TIE * len(paste & words.get(h.slug, frozenset())) / len(paste)
+            title, body = texts.words(conn, h.slug)
+            # the rest of the paste: the words beyond the matched line (frames, code, prose)
+            rest = known - set(WORD.findall(h.line.lower()))
+            mass = sum(texts.idf(w) for w in rest)
+            context = sum(texts.idf(w) for w in rest & body) / mass if mass else 0.0
+            # how much of what the title names the paste shows: a title that adds a circumstance
+            # ("... after resuming optimizer.step") the paste never mentions fits it less
+            named = title - STOPWORDS
+            about = len(named - said - set(WORD.findall(h.matched.lower()))) if named else 0
+            about = 1 - about / len(named) if named else 0.0
+            # moves an entry by at most TIE: a clearly better match still wins
+            return h.score + 0.1 * h.support + TIE * (context + about) / 2
+
         return sorted(tied, key=key, reverse=True) + ranked[len(tied):]
 
-    def _entry_words(self, conn: sqlite3.Connection, slugs: list[str]) -> dict[str, frozenset[str]]:
-        """The words each entry's text uses (cached per content generation; a few rows by key)."""
-        cache = self._words
-        missing = [s for s in slugs if s not in cache]
-        if missing:
-            rows = conn.execute("SELECT slug, title || ' ' || summary || ' ' || cause || ' ' || fix FROM entry "
-                                f"WHERE slug IN ({','.join('?' * len(missing))})", missing).fetchall()
-            for slug, body in rows:
-                cache[slug] = frozenset(WORD.findall(body.lower()))
-        return {s: cache[s] for s in slugs if s in cache}
+    def _entry_texts(self, conn: sqlite3.Connection) -> EntryTexts:
+        if self._texts is None:
+            with self._lock:
+                if self._texts is None:
+                    self._texts = EntryTexts(conn)
+        return self._texts
 
     def _by_text(self, conn: sqlite3.Connection, text: str, *, only_free: bool) -> tuple[list[Hit], bool]:
         # the porter tokenizer stems both sides, so words go in as typed (quoted: never syntax)
