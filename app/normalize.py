@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 4
+VERSION = 6
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # (placeholder, what the reader is told was ignored, pattern); order matters: wide shapes first.
@@ -38,9 +38,14 @@ BOILERPLATE = re.compile(
     r"CUDA kernel errors might be asynchronously reported at some other API call,? so the stacktrace below "
     r"might be incorrect\.?|For debugging,? consider passing CUDA_LAUNCH_BLOCKING=1\.?|"
     r"Compile with `?TORCH_USE_CUDA_DSA`? to enable device-side assertions\.?|"
-    r"\(Triggered internally at [^)]*\)", re.I)
+    r"\(Triggered internally at [^)]*\)|"
+    # transformers/diffusers wrap the real import error in this sentence
+    r"Failed to import [\w.]+ because of the following error \(look up to see its traceback\):?", re.I)
 WORD = re.compile(r"[a-z0-9_]+")
 SMALL_INT = re.compile(r"[-+]?\d{1,2}")
+PATHLIKE = re.compile(r"[\\/]|\.(?:py|so|dll|pyd|dylib|cpp|cu|h|pt|pth|ckpt|bin|safetensors|json|yaml|txt)\b", re.I)
+FILE_NOISE = frozenset("py so dll pyd dylib cpp cu h pt pth cpython linux gnu x86_64 aarch64 win_amd64 "
+                       "darwin lib".split())
 
 # Lines that carry the error: `ExcType: message` anywhere (after timestamps or `file.py:12:`),
 # CUDA kernel assertions, NCCL/CUDA error lines, and bare exception names.
@@ -54,6 +59,7 @@ SIGNAL_LINE = re.compile(r"Assertion `|CUDA error|CUDNN_STATUS|CUBLAS_STATUS|NCC
                          r"INTERNAL ASSERT FAILED|Expected .+ but got|must match the size|shapes cannot be multiplied", re.I)
 FRAME = re.compile(r"^\s*(?:File \"|File '|at \S+\(|\^+\s*$|~+\^*~*\s*$|-+>\s*\d+|\d+\s+\w|Cell In\[|Input In \[|"
                    r"<ipython-input-|\[\d+\]\(vscode-notebook-cell)")
+WARNING_LINE = re.compile(r"^(?:[\w.]*Warning)\b")
 SOURCE_OF = re.compile(r"^\s*File [\"'].*line \d+")
 CONTINUATION = re.compile(r"^\s+\S|^\t")
 # Lines that look like errors but only frame one: traceback headers, chain separators, shutdown noise.
@@ -87,6 +93,13 @@ def clean(text: str) -> str:
     return "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
 
 
+def file_tokens(path: str) -> list[str]:
+    """The words of a path's file name, marked as such (`p:libtorchaudio`): which library failed to
+    load tells errors apart, but a different file is not a different error."""
+    name = re.split(r"[\\/]", path.rstrip("/\\"))[-1].lower()
+    return [f"p:{w}" for w in WORD.findall(name) if w not in FILE_NOISE and not w.isdigit()]
+
+
 def normalize(line: str) -> Normalized:
     """Replace numbers, sizes, shapes, paths, addresses, GPU names and quoted names by placeholders."""
     ignored: Counter = Counter()
@@ -96,7 +109,13 @@ def normalize(line: str) -> Normalized:
         def _sub(m: re.Match, placeholder=placeholder, label=label) -> str:
             ignored[label] += 1
             if placeholder == "_q_":
-                aux.extend(WORD.findall((m.group(1) or m.group(2) or m.group(3) or "").lower()))
+                quoted = m.group(1) or m.group(2) or m.group(3) or ""
+                if PATHLIKE.search(quoted):  # "torch\lib\c10.dll": a file, not a name
+                    aux.extend(file_tokens(quoted))
+                else:
+                    aux.extend(WORD.findall(quoted.lower()))
+            elif placeholder == "_path_":
+                aux.extend(file_tokens(m.group(0)))
             elif placeholder == "_num_" and SMALL_INT.fullmatch(m.group(0)):
                 aux.append("n" + m.group(0).lstrip("+").replace("-", "m"))  # tells "dimension 0" from "dimension 1", a little
             return f" {placeholder} "
@@ -173,16 +192,19 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
         for ln in lines[i + 1:i + 6]:
             if ln.strip() and CONTINUATION.match(ln) and not FRAME.match(ln) and not NOISE.search(ln):
                 found.append((i + 0.25, ln.strip(), 0.95))
+    # errors outrank warnings: a warning pasted along with the error is rarely the question
+    found = [(pos, s, min(w, 0.95) if WARNING_LINE.match(s) else w) for pos, s, w in found]
     plain = not found
-    if plain:
-        # no error line: the paste is a bare message, a title or a sentence; try its plain lines
-        plain = [(i, ln.strip()) for i, ln in enumerate(lines)
-                 if ln.strip() and not FRAME.match(ln) and not NOISE.search(ln) and 10 <= len(ln.strip()) <= 2000
-                 and not (i and SOURCE_OF.match(lines[i - 1]))]  # the code line a frame shows
-        found = [(i, s, 0.9) for i, s in plain[-6:]]
+    if plain or all(WARNING_LINE.match(s) for _, s, _ in found):
+        # no error line (or warnings only): the error may be a bare message, a title, a sentence
+        candidates = [(i, ln.strip()) for i, ln in enumerate(lines)
+                      if ln.strip() and not FRAME.match(ln) and not NOISE.search(ln) and 10 <= len(ln.strip()) <= 2000
+                      and not (i and SOURCE_OF.match(lines[i - 1]))]  # not the code line a frame shows
+        seen_text = {s for _, s, _ in found}
+        found += [(i, s, 0.9) for i, s in candidates[-6:] if s not in seen_text and not WARNING_LINE.match(s)]
     # prefer the final exception, then later lines over earlier ones (chained causes come first)
     top = max((f[0] for f in found if f[2] >= 0.97), default=None)
-    found.sort(key=lambda f: (f[2] < 0.97, -f[0]))
+    found.sort(key=lambda f: (f[2] < 0.97, 0 if f[2] >= 0.97 else -f[2], -f[0]))
     seen: set[str] = set()
     picked: list[tuple[str, float]] = []
     for pos, s, w in found:

@@ -50,11 +50,12 @@ BARE_WORDS = 4
 # (torch raises IndexError/ValueError/TypeError with messages of its own: those are not listed)
 PYTHON_ERRORS = frozenset("zerodivisionerror eoferror recursionerror memoryerror filenotfounderror nameerror "
                           "stopiteration brokenpipeerror permissionerror".split())
-PYTHON_BARE_WORDS = 6
+PYTHON_BARE_WORDS = 8
 BARE_CAP = 0.65
 TEXT_TERMS = 12
 RELATED_SHARE = 0.4  # with a confident match, others are shown only above this share of its score
-NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$")  # small numbers kept as tie-breakers (normalize.SMALL_INT)
+# aux tokens that are not names: small numbers (normalize.SMALL_INT) and file names (normalize.file_tokens)
+NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$|p:")
 STOPWORDS = frozenset("a an and are as at be but by for from has have how i in is it my of on or that the this "
                       "to was when why with without not no do does did can get got".split())
 
@@ -129,7 +130,9 @@ class QueryLine:
             w[t] *= TYPO_WEIGHT
         self.weights = w
         self.known_mass = sum(v for t, v in w.items() if t in index.idf)
-        self.quoted = {t for t in n.aux if not NUMBER_AUX.match(t)}
+        # the names it quotes, and the words of file names in it (a file can be the quoted thing)
+        self.quoted = {t for t in n.aux if not NUMBER_AUX.match(t)} | {t[2:] for t in n.aux if t.startswith("p:")}
+        self.aux = set(n.aux)
 
 
 class SignatureIndex:
@@ -311,14 +314,22 @@ class Searcher:
             sig_w = index.weights(sig_tokens, sig_aux)
             words = len([t for t in sig_tokens if not t.startswith("_")])
             sig_quoted = {t for t in sig_aux if not NUMBER_AUX.match(t)}
+            sig_names = {t for t in sig_aux if not t.startswith("n") or not NUMBER_AUX.match(t)}
             for q in lines:
                 score = similarity(q.weights, sig_w, q.known_mass) * q.weight
                 # a signature whose point is a quoted name ("No module named 'models'") must not
                 # claim a paste that quotes other names only
-                if sig_quoted and q.quoted and not sig_quoted & q.quoted:
-                    score *= QUOTED_MISMATCH if words <= GENERIC_WORDS else QUOTED_MISMATCH_LONG
-                if words <= BARE_WORDS or (not sig_quoted and words <= PYTHON_BARE_WORDS
-                                            and sig_tokens and sig_tokens[0] in PYTHON_ERRORS):
+                if sig_quoted and q.quoted - sig_quoted:
+                    # the paste names other things than the signature ("module 'torch' has no
+                    # attribute 'compile'" is not "... attribute 'ModuleDict'"): penalised by the
+                    # share of names that differ; naming fewer (a truncated paste) is no conflict
+                    floor = QUOTED_MISMATCH if words <= GENERIC_WORDS else QUOTED_MISMATCH_LONG
+                    agree = len(sig_quoted & q.quoted) / min(len(sig_quoted), len(q.quoted))
+                    score *= floor + (1 - floor) * agree
+                # a short signature says too little alone, unless the names or files it quotes agree
+                named = bool(sig_names & q.aux)
+                if (words <= BARE_WORDS and not named) or (not sig_quoted and words <= PYTHON_BARE_WORDS
+                                                           and sig_tokens and sig_tokens[0] in PYTHON_ERRORS):
                     score = min(score, BARE_CAP)  # says too little alone
                 score = round(score, 4)
                 if score <= 0.1:
