@@ -71,6 +71,9 @@ NOISE = re.compile(r"Traceback \(most recent call last\)|^\s*Exception ignored i
 ANNOUNCE = re.compile(r"^(?:.*?(?:发生异常|Exception has occurred|Exception Type|Error Type|Exception Message)\W*)")
 # Markdown and report decoration around a pasted line: quotes, bullets, bold labels, backticks.
 DECOR = re.compile(r"^\s*(?:>\s*)*(?:[-*]\s+)?(?:\*\*[^*]{1,40}:\*\*\s*)?`*|`+\s*$")
+# a message in quotes or backticks inside a sentence, long enough to be an error rather than a name
+QUOTED_MESSAGE = re.compile(r"[\"“`']\s*([A-Za-z_][^\"“”`']{20,600}?)\s*[\"”`']")
+QUOTED_WORDS = 4
 JOIN_LINES = 6  # a message that wraps goes on for at most this many lines
 JOIN_CHARS = 1200
 
@@ -202,6 +205,11 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
                       and not (i and SOURCE_OF.match(lines[i - 1]))]  # not the code line a frame shows
         seen_text = {s for _, s, _ in found}
         found += [(i, s, 0.9) for i, s in candidates[-6:] if s not in seen_text and not WARNING_LINE.match(s)]
+    # an error quoted inside prose ('it shows "An attempt has been made to start a new process..."')
+    quoted = [(i + 0.1, m.group(1).strip(), 0.95) for i, ln in enumerate(lines)
+              if not FRAME.match(ln) and not (i and SOURCE_OF.match(lines[i - 1]))
+              for m in QUOTED_MESSAGE.finditer(ln) if len(WORD.findall(m.group(1).lower())) >= QUOTED_WORDS]
+    found += quoted[-4:]
     # prefer the final exception, then later lines over earlier ones (chained causes come first)
     top = max((f[0] for f in found if f[2] >= 0.97), default=None)
     found.sort(key=lambda f: (f[2] < 0.97, 0 if f[2] >= 0.97 else -f[2], -f[0]))
