@@ -52,6 +52,7 @@ PYTHON_ERRORS = frozenset("zerodivisionerror eoferror recursionerror memoryerror
                           "stopiteration brokenpipeerror permissionerror".split())
 PYTHON_BARE_WORDS = 8
 BARE_CAP = 0.65
+RARE_DF = 5  # a word in at most this many signatures is distinctive
 TEXT_TERMS = 12
 RELATED_SHARE = 0.4  # with a confident match, others are shown only above this share of its score
 # aux tokens that are not names: small numbers (normalize.SMALL_INT) and file names (normalize.file_tokens)
@@ -171,6 +172,11 @@ class SignatureIndex:
         if len(self._corrections) < 100_000:  # user words repeat across pastes; bounded
             self._corrections[token] = best[0] if best else None
         return best[0] if best else None
+
+    def distinctive(self, tokens: list[str]) -> bool:
+        """Whether a signature holds a word few signatures share (its exception type aside)."""
+        postings = self.postings
+        return any(t in postings and len(postings[t]) <= RARE_DF for t in tokens[1:] if not t.startswith("_"))
 
     def weights(self, tokens: list[str], aux: list[str] | set[str]) -> dict[str, float]:
         idf, unknown = self.idf, self.idf_unknown
@@ -327,8 +333,9 @@ class Searcher:
                     agree = len(sig_quoted & q.quoted) / min(len(sig_quoted), len(q.quoted))
                     score *= floor + (1 - floor) * agree
                 # a short signature says too little alone, unless the names or files it quotes agree
+                # or it holds a rare word (`CUFFT_INTERNAL_ERROR`)
                 named = bool(sig_names & q.aux)
-                if (words <= BARE_WORDS and not named) or (not sig_quoted and words <= PYTHON_BARE_WORDS
+                if (words <= BARE_WORDS and not named and not index.distinctive(sig_tokens)) or (not sig_quoted and words <= PYTHON_BARE_WORDS
                                                            and sig_tokens and sig_tokens[0] in PYTHON_ERRORS):
                     score = min(score, BARE_CAP)  # says too little alone
                 score = round(score, 4)
