@@ -74,8 +74,7 @@ def _search(text: str):
     from .search import QueryError, Searcher
 
     settings = Settings()
-    searcher = Searcher(_ready_engine(settings), confident_score=settings.confident_score,
-                        limit=settings.search_limit, max_query_bytes=settings.max_query_bytes)
+    searcher = Searcher.from_settings(_ready_engine(settings), settings)
     try:
         return settings, searcher.search(text)
     except QueryError as exc:
@@ -150,8 +149,7 @@ def eval_(files: Annotated[list[Path], typer.Argument(help="JSONL case files or 
     engine = _ready_engine(settings)
     with Session(engine) as session:
         known = set(session.exec(select(Entry.slug)).all())
-    searcher = Searcher(engine, confident_score=settings.confident_score, limit=settings.search_limit,
-                        max_query_bytes=settings.max_query_bytes)
+    searcher = Searcher.from_settings(engine, settings)
     report = evaluate(cases, searcher.search, known)
     figures = report.figures()
     misses = report.misses() if show_misses else []
@@ -169,8 +167,10 @@ def eval_(files: Annotated[list[Path], typer.Argument(help="JSONL case files or 
     for case_id, slugs in report.unknown_slugs.items():
         err.print(f"[red]{case_id}: unknown entry {', '.join(slugs)}[/red]")
     if thresholds:
+        searcher.confident_score = 0.0  # every other part of the rule still applies
+        unthresholded = evaluate(cases, searcher.search, known)
         table = Table("threshold", "confident", "precision", "top-1 right", "wrong+confident", box=None)
-        for row in threshold_table(report, [x / 100 for x in range(40, 96, 5)]):
+        for row in threshold_table(unthresholded, [x / 100 for x in range(40, 96, 5)]):
             table.add_row(f"{row['threshold']:.2f}", str(row["confident"]), f"{row['precision']:.1%}",
                           f"{row['top1_confident_right']:.1%}", f"{row['wrong_confident']:.1%}")
         out.print(table)

@@ -22,7 +22,10 @@ class Settings(BaseSettings):
     max_query_bytes: int = Field(1_000_000, description="Largest accepted search text; longer pastes get 413.")
     max_body_bytes: int = Field(4_000_000, description="Largest accepted request body, refused with 413 before it "
                                 "is read.")
-    confident_score: float = Field(0.7, description="Signature similarity (0-1) at or above which a match is confident.")
+    confident_score: float = Field(0.8, description="Signature similarity (0-1) at or above which a match can be "
+                                   "confident.")
+    confident_margin: float = Field(0.05, description="...and by which it must lead any entry that matched a different "
+                                    "signature (chosen on the real-paste evaluation set).")
     search_limit: int = Field(10, description="Results returned by a search.")
 
     # runs and workers

@@ -146,12 +146,17 @@ def evaluate(cases: list[Case], search: Callable[[str], SearchResult], known: se
 
 
 def threshold_table(report: Report, thresholds: Iterable[float]) -> list[dict[str, float]]:
-    """What each confidence threshold would give on these cases (for choosing the setting)."""
+    """What each confidence threshold would give on these cases (for choosing the setting).
+
+    `report` must come from a search that applies every other part of the confidence rule but
+    no threshold (`confident_score=0`): an answer is then confident at `t` when it was confident
+    there and scored at least `t`.
+    """
     rows = []
+    covered = sum(o.case.covered for o in report.outcomes) or 1
     for t in thresholds:
-        conf = [o for o in report.outcomes if o.ranked and o.score >= t]
+        conf = [o for o in report.outcomes if o.confident and o.ranked and o.score >= t]
         right = [o for o in conf if o.ranked[0] in o.case.ok]
-        covered = sum(o.case.covered for o in report.outcomes) or 1
         rows.append({"threshold": t, "confident": len(conf), "precision": len(right) / len(conf) if conf else 1.0,
                      "top1_confident_right": len(right) / covered,
                      "wrong_confident": (len(conf) - len(right)) / max(len(report.outcomes), 1)})

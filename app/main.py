@@ -57,8 +57,7 @@ def create_app(settings: Settings | None = None, *, worker_url: str | None = Non
                        script_hosts="" if settings.htmx_local else " https://cdn.jsdelivr.net")
     app.state.settings = settings
     app.state.engine = make_engine(settings)
-    app.state.searcher = Searcher(app.state.engine, confident_score=settings.confident_score,
-                                  limit=settings.search_limit, max_query_bytes=settings.max_query_bytes)
+    app.state.searcher = Searcher.from_settings(app.state.engine, settings)
     app.state.local_token = secrets.token_urlsafe(24)
     app.state.queue_event = asyncio.Event()
 

@@ -136,6 +136,7 @@ class Extracted:
     free_text: str
     frames: int = 0
     plain: bool = False  # no error line was recognised: the lines are the paste's plain text
+    groups: list[int] = field(default_factory=list)  # per line: the paste line it comes from (variants share one)
 
 
 def _is_exc(line: str) -> re.Match | None:
@@ -196,15 +197,20 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
             if ln.strip() and CONTINUATION.match(ln) and not FRAME.match(ln) and not NOISE.search(ln):
                 found.append((i + 0.25, ln.strip(), 0.95))
     # errors outrank warnings: a warning pasted along with the error is rarely the question
-    found = [(pos, s, min(w, 0.95) if WARNING_LINE.match(s) else w) for pos, s, w in found]
+    found = [(pos, s, min(w, 0.9) if WARNING_LINE.match(s) else w) for pos, s, w in found]
     plain = not found
-    if plain or all(WARNING_LINE.match(s) for _, s, _ in found):
+    warnings_only = not plain and all(WARNING_LINE.match(s) for _, s, _ in found)
+    if plain or warnings_only:
         # no error line (or warnings only): the error may be a bare message, a title, a sentence
         candidates = [(i, ln.strip()) for i, ln in enumerate(lines)
                       if ln.strip() and not FRAME.match(ln) and not NOISE.search(ln) and 10 <= len(ln.strip()) <= 2000
                       and not (i and SOURCE_OF.match(lines[i - 1]))]  # not the code line a frame shows
         seen_text = {s for _, s, _ in found}
-        found += [(i, s, 0.9) for i, s in candidates[-6:] if s not in seen_text and not WARNING_LINE.match(s)]
+        # lines already part of a found message (a wrapped warning) are not offered again
+        candidates = [(i, c) for i, c in candidates if not any(c in s for s in seen_text) and not _is_exc(c)]
+        # next to warnings, a plain line is likelier the error ("module 'torch' has no attribute 'rfft'")
+        weight = 0.92 if warnings_only else 0.9
+        found += [(i, s, weight) for i, s in candidates[-6:] if s not in seen_text and not WARNING_LINE.match(s)]
     # an error quoted inside prose ('it shows "An attempt has been made to start a new process..."')
     quoted = [(i + 0.1, m.group(1).strip(), 0.95) for i, ln in enumerate(lines)
               if not FRAME.match(ln) and not (i and SOURCE_OF.match(lines[i - 1]))
@@ -215,12 +221,14 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     found.sort(key=lambda f: (f[2] < 0.97, 0 if f[2] >= 0.97 else -f[2], -f[0]))
     seen: set[str] = set()
     picked: list[tuple[str, float]] = []
+    groups: list[int] = []
     for pos, s, w in found:
         if s not in seen:
             seen.add(s)
             # earlier exceptions in a chain weigh a little less than the last one
             picked.append((s, w if top is None or int(pos) == int(top) else min(w, 0.95)))
+            groups.append(int(pos))
         if len(picked) >= max_lines:
             break
     free = " ".join(ln.strip() for ln in lines if ln.strip() and not FRAME.match(ln))[:2000]
-    return Extracted(picked, free, frames, plain)
+    return Extracted(picked, free, frames, plain, groups)

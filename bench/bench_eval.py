@@ -42,7 +42,7 @@ def main() -> None:
         content.sync(engine, settings.content_dir)
         with Session(engine) as session:
             known = set(session.exec(select(Entry.slug)).all())
-        searcher = Searcher(engine, confident_score=settings.confident_score)
+        searcher = Searcher.from_settings(engine, settings)
         files = [f for p in map(Path, args.paths) for f in (sorted(p.glob("*.jsonl")) if p.is_dir() else [p])]
         timings: list[float] = []
 
@@ -67,12 +67,14 @@ def main() -> None:
                   f"{r['wrong_confident']:7.1%} {r['abstain_uncovered']:7.1%} {r['confident_precision']:6.1%} "
                   f"{r['p50_ms']:6.2f} {r['p99_ms']:6.2f}")
         if args.threshold_sweep:
-            print("\nthreshold  confident  precision  top1-right  wrong+confident")
-            for t in threshold_table(report, [x / 100 for x in range(50, 96, 5)]):
+            searcher.confident_score = 0.0  # the margin rule still applies; the threshold is swept
+            unthresholded = evaluate(load_cases(files), searcher.search, known)
+            print("\nthreshold  confident  precision  top1-right  wrong+confident  (margin rule applied)")
+            for t in threshold_table(unthresholded, [x / 100 for x in range(50, 96, 5)]):
                 print(f"{t['threshold']:9.2f} {t['confident']:10d} {t['precision']:10.1%} "
                       f"{t['top1_confident_right']:11.1%} {t['wrong_confident']:16.1%}")
-            print(f"\nlowest threshold with precision >= 97% on all cases: {choose_threshold(report)}")
-            cv = cross_validate(report)
+            print(f"\nlowest threshold with precision >= 97% on all cases: {choose_threshold(unthresholded)}")
+            cv = cross_validate(unthresholded)
             print("chosen on a random half, measured on the other (200 splits): " + ", ".join(
                 f"{k} {v:.3f}" for k, v in cv.items()))
         print(json.dumps(rows))

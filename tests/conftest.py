@@ -33,4 +33,4 @@ def kb_engine(kb_settings):
 def searcher(kb_engine, kb_settings):
     from app.search import Searcher
 
-    return Searcher(kb_engine, confident_score=kb_settings.confident_score)
+    return Searcher.from_settings(kb_engine, kb_settings)

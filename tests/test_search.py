@@ -94,7 +94,7 @@ RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with m
                       "default-process-group-not-initialized"),
     "typed-by-hand-typos": ("RuntineError: Expected all tensors to be on the same devive, but found at least two devices, cuda:0 and cpu!",
                             "tensor-created-on-wrong-device"),
-    "no-exception-type": ("Expected all tensors to be on the same device, but found at least two devices, cpu and cuda:0! (when checking argument for argument index in method wrapper_CUDA__index_select)",
+    "index-select-devices": ("RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cpu and cuda:0! (when checking argument for argument index in method wrapper_CUDA__index_select)",
                           "tensor-created-on-wrong-device"),
     "th-era-backend": ("RuntimeError: Expected object of backend CUDA but got backend CPU for argument #3 'index'",
                        "tensor-created-on-wrong-device"),
@@ -136,6 +136,12 @@ def test_search_reports_ignored_parts(searcher):
     assert result.ignored.get("shape") == 2
     assert result.ignored.get("traceback frame", 0) >= 3
     assert result.lines[0].startswith("RuntimeError: mat1 and mat2")
+
+
+def test_search_message_without_exception_type_ranks_its_entry_first(searcher):
+    result = searcher.search("Expected all tensors to be on the same device, but found at least two devices, cpu and "
+                             "cuda:0! (when checking argument for argument index in method wrapper_CUDA__index_select)")
+    assert result.results[0].slug == "tensor-created-on-wrong-device"
 
 
 def test_search_truncated_paste_still_finds_its_entry(searcher):
