@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Annotated, Any, Literal
 
@@ -35,6 +36,7 @@ class LeaseRef(BaseModel):
     lease: str
 
 
+EXTRA_FIELDS, EXTRA_BYTES = 30, 4096
 TEXT_MAX = 256 * 1024  # one stream or message; the sandbox's own cap is lower (run_max_output_bytes)
 Name = Annotated[str, Field(max_length=500)]
 
@@ -87,10 +89,10 @@ class OutcomeIn(BaseModel):
 
     @model_validator(mode="after")
     def _small_extras(self) -> OutcomeIn:
+        # extra facts (wall_ms, the limits that applied, the sandbox pid) are welcome, but small
         extra = self.model_extra or {}
-        if len(extra) > 20 or any(not isinstance(v, str | int | float | bool | None) or
-                                  (isinstance(v, str) and len(v) > 1000) for v in extra.values()):
-            raise ValueError("extra outcome fields must be at most 20 scalars (strings up to 1000 characters)")
+        if len(extra) > EXTRA_FIELDS or any(len(json.dumps(v, default=str)) > EXTRA_BYTES for v in extra.values()):
+            raise ValueError(f"extra outcome fields: at most {EXTRA_FIELDS}, each at most {EXTRA_BYTES} bytes of JSON")
         return self
 
 
