@@ -119,9 +119,11 @@ def test_the_app_reads_upgraded_rows(settings):
             assert run.job["snippets"]["broken"]["code"].startswith("import torch")
             entry = session.get(Entry, "view-non-contiguous")
             assert entry.data["seeds"] == ["mismatch-6"]
-            # a server starting on the upgraded database finishes what the old one left in flight
-            assert runs.mark_interrupted(session=session) == 2
-            assert session.get(Run, 2).results["broken"]["outcome"] == "crashed"
+            # a server starting on the upgraded database finishes what the old one left running,
+            # and keeps the queued run queued for the next worker
+            assert runs.mark_interrupted(session=session) == 1
+            assert session.get(Run, 3).results["broken"]["outcome"] == "crashed"
+            assert session.get(Run, 2).state == "queued"
     finally:
         engine.dispose()
 
