@@ -70,61 +70,140 @@ def sync(force: Annotated[bool, typer.Option(help="Allow removing most entries (
     out.print(f"synced {settings.content_dir}: {report}")
 
 
-def _search(text: str):
-    from .search import QueryError, Searcher
+Server = Annotated[Optional[str], typer.Option(
+    "--server", envvar="PITFALLS_SERVER",
+    help="A team's Pitfalls server (URL) to ask instead of a local knowledge base")]
 
-    settings = Settings()
-    searcher = Searcher.from_settings(_ready_engine(settings), settings)
-    try:
-        return settings, searcher.search(text)
-    except QueryError as exc:
-        err.print(f"[red]{exc}[/red]")
-        raise typer.Exit(2) from None
+
+class _Local:
+    """This checkout's knowledge base (migrated and synced on first use)."""
+
+    def __init__(self) -> None:
+        self.settings = Settings()
+        self.base_url = self.settings.base_url
+        if not self.settings.content_dir.is_dir():
+            # outside the repository: say what to do, and leave no database file behind
+            err.print(f"[red]No knowledge base here[/red] (no {self.settings.content_dir}/ folder). Run this inside "
+                      "the Pitfalls repository, set PITFALLS_CONTENT_DIR, or ask your team's server with "
+                      "--server URL (or PITFALLS_SERVER).", soft_wrap=True)
+            raise typer.Exit(2)
+        self.engine = _ready_engine(self.settings)
+
+    def search(self, text: str) -> dict:
+        from .search import QueryError, Searcher
+
+        try:
+            return Searcher.from_settings(self.engine, self.settings).search(text).as_dict()
+        except QueryError as exc:
+            err.print(f"[red]{exc}[/red]")
+            raise typer.Exit(2) from None
+
+    def entry(self, slug: str) -> dict:
+        from sqlmodel import Session
+
+        from .models import Entry
+
+        with Session(self.engine) as session:
+            e = session.get(Entry, slug)
+            return {"slug": e.slug, "title": e.title, "category": e.category, "summary": e.summary, "fix": e.fix}
+
+
+class _Remote:
+    """A team's server, over its JSON API (needs neither torch nor the content here)."""
+
+    def __init__(self, url: str) -> None:
+        import httpx
+
+        self.base_url = url.rstrip("/")
+        self.http = httpx.Client(base_url=self.base_url, timeout=30)
+
+    def _call(self, method: str, path: str, **kwargs) -> dict:
+        import httpx
+
+        try:
+            r = self.http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            err.print(f"[red]cannot reach {self.base_url}:[/red] {exc}")
+            raise typer.Exit(2) from None
+        if r.status_code != 200:
+            detail = r.json().get("detail") if "json" in r.headers.get("content-type", "") else r.text[:200]
+            err.print(f"[red]{self.base_url} answered {r.status_code}:[/red] {detail}")
+            raise typer.Exit(2)
+        return r.json()
+
+    def search(self, text: str) -> dict:
+        return self._call("POST", "/api/search", json={"q": text})
+
+    def entry(self, slug: str) -> dict:
+        return self._call("GET", f"/api/entries/{slug}")
+
+
+def _kb(server: str | None) -> _Local | _Remote:
+    return _Remote(server) if server else _Local()
 
 
 def _read_stdin() -> str:
     return sys.stdin.buffer.read().decode("utf-8", errors="replace")
 
 
+def _tee_stdin(limit: int = 4_000_000) -> str:
+    """Pass the program's output through as it comes, and keep its last `limit` bytes to explain."""
+    kept = bytearray()
+    for line in iter(sys.stdin.buffer.readline, b""):
+        sys.stdout.buffer.write(line)
+        sys.stdout.buffer.flush()
+        kept += line
+        if len(kept) > 2 * limit:
+            del kept[:-limit]
+    return bytes(kept[-limit:]).decode("utf-8", errors="replace")
+
+
 @cli.command()
 def search(text: Annotated[str, typer.Argument(help="Error text ('-' reads stdin)")],
-           as_json: Annotated[bool, typer.Option("--json", help="Print the API's JSON")] = False) -> None:
+           as_json: Annotated[bool, typer.Option("--json", help="Print the API's JSON")] = False,
+           server: Server = None) -> None:
     """Search the knowledge base for an error message."""
-    settings, result = _search(_read_stdin() if text == "-" else text)
+    result = _kb(server).search(_read_stdin() if text == "-" else text)
     if as_json:
-        out.print_json(json.dumps(result.as_dict()))
+        out.print_json(json.dumps(result))
         return
     table = Table("score", "entry", "category", "matched", box=None)
-    for h in result.results:
-        table.add_row(f"{h.score:.2f}", f"[bold]{h.title}[/bold]\n{h.slug}", h.category, h.matched[:100])
-    out.print(("[green]confident match[/green]" if result.confident else "[yellow]no confident match[/yellow]"))
+    for h in result["results"]:
+        table.add_row(f"{h['score']:.2f}", f"[bold]{h['title']}[/bold]\n{h['slug']}", h["category"],
+                      h["matched"][:100])
+    out.print(("[green]confident match[/green]" if result["confident"] else "[yellow]no confident match[/yellow]"))
     out.print(table)
 
 
 @cli.command()
-def explain() -> None:
-    """Read a traceback on stdin and explain it: `python train.py 2>&1 | pitfalls explain`."""
-    settings, result = _search(_read_stdin())
-    if not result.confident or not result.results:
-        out.print("[yellow]No entry matches this error well.[/yellow]")
-        if result.results:
-            out.print("Closest, for what it's worth:")
-            for h in result.results[:3]:
-                out.print(f"  - {h.title} ({h.category}) {settings.base_url}/e/{h.slug}")
+def explain(server: Server = None,
+            quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Don't pass the input through")] = False,
+            ) -> None:
+    """Explain the error at the end of a program's output: `python train.py 2>&1 | pitfalls explain`.
+
+    The output passes through as the program runs; at its end, the best entry, its fix and its page.
+    """
+    kb = _kb(server)  # fail early (no knowledge base, bad server), before the program's output
+    text = _read_stdin() if quiet else _tee_stdin()
+    if not text.strip():
+        err.print("[yellow]Nothing to explain: the input was empty.[/yellow]")
         raise typer.Exit(1)
-    from sqlmodel import Session
-
-    from .db import make_engine
-    from .models import Entry
-
-    best = result.results[0]
-    with Session(make_engine(settings)) as session:
-        entry = session.get(Entry, best.slug)
-    out.rule(f"[bold]{entry.title}[/bold]  [dim]({entry.category}, score {best.score:.2f})[/dim]")
-    out.print(f"[dim]matched:[/dim] {best.matched}")
-    out.print(Markdown(entry.summary))
-    out.print(Markdown("## Fix\n\n" + entry.fix))
-    out.print(f"\nMore, and a live reproduction: {settings.base_url}/e/{entry.slug}")
+    result = kb.search(text)
+    hits = result["results"]
+    if not result["confident"] or not hits:
+        out.print("[yellow]No entry matches this error well.[/yellow]")
+        if hits:
+            out.print("Closest, for what it's worth:")
+            for h in hits[:3]:
+                out.print(f"  - {h['title']} ({h['category']}) {kb.base_url}/e/{h['slug']}")
+        raise typer.Exit(1)
+    best = hits[0]
+    entry = kb.entry(best["slug"])
+    out.rule(f"[bold]{entry['title']}[/bold]  [dim]({entry['category']}, score {best['score']:.2f})[/dim]")
+    out.print(f"[dim]matched:[/dim] {best['matched']}")
+    out.print(Markdown(entry["summary"]))
+    out.print(Markdown("## Fix\n\n" + entry["fix"]))
+    out.print(f"\nMore, and a live reproduction: {kb.base_url}/e/{entry['slug']}")
 
 
 @cli.command("eval")

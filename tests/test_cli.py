@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -93,3 +94,50 @@ def test_cli_eval_names_the_bad_line(env, tmp_path):
     r = pitfalls(env, "eval", str(bad))
     assert r.returncode == 2
     assert f"{bad}:2: field text" in r.stderr.decode()
+
+
+def test_cli_explain_passes_the_output_through_then_explains(env):
+    noise = b"epoch 1 loss 0.3\nepoch 2 loss 0.2\n"
+    r = pitfalls(env, "explain", stdin=noise + TRACEBACK)
+    assert r.returncode == 0, r.stderr.decode()
+    out = r.stdout.decode()
+    assert out.startswith("epoch 1 loss 0.3\nepoch 2 loss 0.2\nTraceback")  # the program's own output first
+    assert out.index("RuntimeError: Trying to backward") < out.index("/e/backward-graph-second-time")
+
+
+def test_cli_outside_the_repository_says_what_to_do_and_leaves_nothing(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}
+    r = subprocess.run([sys.executable, "-c", "from app.cli import main; main()", "explain"], input=TRACEBACK,
+                       capture_output=True, env={**env, "PYTHONPATH": str(ROOT)}, cwd=tmp_path, timeout=120)
+    assert r.returncode == 2
+    assert "--server" in r.stderr.decode()
+    assert list(tmp_path.iterdir()) == []  # no pitfalls.db left behind
+
+
+@pytest.fixture(scope="module")
+def team_server(tmp_path_factory):
+    from app.config import Settings
+    from app.main import create_app
+    from tests.web.support import LiveServer, free_port
+
+    db = tmp_path_factory.mktemp("team") / "team.db"
+    settings = Settings(database_url=f"sqlite:///{db}", content_dir=ROOT / "content", local_workers=0)
+    with LiveServer(create_app(settings), free_port()) as server:
+        yield server.url
+
+
+def test_cli_search_and_explain_against_a_team_server_from_any_folder(team_server, tmp_path):
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}, "PYTHONPATH": str(ROOT)}
+    run = lambda *args, **kw: subprocess.run([sys.executable, "-c", "from app.cli import main; main()", *args],
+                                             capture_output=True, env=kw.get("env", env), cwd=tmp_path,
+                                             input=kw.get("stdin", b""), timeout=120)
+    r = run("explain", "--server", team_server, stdin=TRACEBACK)
+    assert r.returncode == 0, r.stderr.decode()
+    assert f"{team_server}/e/backward-graph-second-time" in r.stdout.decode() and "Fix" in r.stdout.decode()
+    r = run("search", "--json", "RuntimeError: view size is not compatible with input tensor's size and stride",
+            env={**env, "PITFALLS_SERVER": team_server})
+    assert r.returncode == 0, r.stderr.decode()
+    assert json.loads(r.stdout)["results"][0]["slug"] == "view-non-contiguous"
+    assert list(tmp_path.iterdir()) == []
+    r = run("search", "x", "--server", "http://127.0.0.1:9")  # nobody there
+    assert r.returncode == 2 and "cannot reach" in r.stderr.decode()
