@@ -94,10 +94,12 @@ def test_paste_open_reproduce_without_javascript(nojs_page, live_server, artifac
     page = nojs_page
     page.goto(live_server.url + "/")
     page.locator("textarea#q").fill(TRACEBACK)
-    page.locator("form.search button[type=submit]").click()  # a plain GET form
-    page.wait_for_url("**/search?q=*")
+    page.locator("form.search button[type=submit]").click()  # a plain POST form
+    page.wait_for_url("**/search")
+    assert "?q=" not in page.url  # a whole traceback never ends up in the URL (history, logs, referers)
     best = page.locator("#results li.hit.best a.hit-title")
     assert best.get_attribute("href") == f"/e/{SLUG}"
+    assert float(page.locator("#results li.hit.best .score").inner_text()) >= 0.8  # the score is shown
     page.screenshot(path=str(artifacts / "results-nojs.png"), full_page=True)
 
     best.click()
@@ -115,7 +117,11 @@ def test_phone_layout_has_no_horizontal_scroll(browser, live_server, artifacts):
     context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
     page = context.new_page()
     slugs = [e["slug"] for e in page.request.get(live_server.url + "/api/entries").json()]
-    paths = ["/", "/search?q=IndexError%3A+Target+5+is+out+of+bounds.", *(f"/c/{c}" for c in CATEGORIES),
+    from urllib.parse import quote_plus
+
+    long_paste = quote_plus(TRACEBACK + "\nRuntimeError: " + "x" * 300 + "/a/very/long/path/" * 20)
+    paths = ["/", "/search?q=IndexError%3A+Target+5+is+out+of+bounds.", f"/search?q={long_paste}",
+             *(f"/c/{c}" for c in CATEGORIES),
              *(f"/e/{s}" for s in slugs)]
     try:
         wide = []
