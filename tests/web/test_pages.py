@@ -84,10 +84,10 @@ def test_home_lists_nine_categories_with_counts(client):
         assert card.p.get_text() == CATEGORIES[name][1]
 
 
-def test_home_search_is_a_labelled_get_form_with_live_htmx(client):
+def test_home_search_is_a_labelled_post_form_with_live_htmx(client):
     doc = soup(client.get("/"))
     form = doc.select_one("form.search")
-    assert form["method"] == "get" and form["action"] == "/search"
+    assert form["method"] == "post" and form["action"] == "/search"  # a traceback never goes in the URL
     box = form.select_one("textarea#q")
     assert box["name"] == "q"
     assert doc.select_one("label[for=q]").get_text(strip=True)
