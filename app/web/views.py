@@ -160,15 +160,26 @@ def outcome(part: str, o: dict, at) -> dict:
             "when": render.when(at), "iso": render.iso(at)}
 
 
-def _workers_connected(session: Session) -> bool:
+def _workers_connected(session: Session, *, gpus: int = 0) -> bool:
+    """Whether a worker (with at least `gpus` GPUs) checked in lately."""
     fresh = utcnow() - timedelta(seconds=WORKER_FRESH_S)
-    return session.exec(select(func.count()).select_from(Worker).where(Worker.last_seen > fresh)).one() > 0
+    return session.exec(select(func.count()).select_from(Worker)
+                        .where(Worker.last_seen > fresh, Worker.gpus >= gpus)).one() > 0
+
+
+def _gpus_needed(e: Entry) -> int:
+    requires = e.data.get("requires") or {}
+    return max(int(requires.get("gpus") or 0), 1 if requires.get("cuda") else 0)
 
 
 def panel(session: Session, *, slug: str, e: Entry | None, run: Run | None = None, message: str = "") -> dict:
     """The outcomes panel: a run's state and results, or the latest stored outcomes of the entry."""
     out = {"slug": slug, "can_run": e is not None, "run": None, "polling": False, "outcomes": [],
-           "source": "none", "message": message}
+           "source": "none", "message": message, "needs_gpus": 0, "gpu_missing": False}
+    if e is not None and (needed := _gpus_needed(e)):
+        # say so before the click: on a server without such a worker, the run would only be skipped
+        out["needs_gpus"] = needed
+        out["gpu_missing"] = not _workers_connected(session, gpus=needed)
     if run is not None:
         pending = run.state != "done"
         ahead = 0

@@ -388,3 +388,19 @@ def test_entry_ignores_a_run_of_another_entry(client, app):
     run_id = add_run(app, "nan-loss", state="queued")
     doc = soup(client.get(f"/e/{SLUG}", params={"run": run_id}))
     assert doc.select_one("#run-panel")["data-state"] != "queued"
+
+
+def test_gpu_entry_says_before_the_click_that_no_gpu_worker_is_there(client, app):
+    from sqlmodel import Session
+
+    from app.models import Worker, utcnow
+
+    gpu_slug, cpu_slug = "cuda-out-of-memory", SLUG
+    page = soup(client.get(f"/e/{gpu_slug}"))
+    note = page.select_one("#run-panel .gpu-needed")
+    assert note and "needs a CUDA GPU" in note.get_text() and "skipped" in note.get_text()
+    assert not soup(client.get(f"/e/{cpu_slug}")).select_one("#run-panel .gpu-needed")
+    with Session(app.state.engine) as session:  # a GPU worker checks in: the warning goes
+        session.add(Worker(id="gpu-box", device="NVIDIA H100", torch_version="2.11", gpus=1, last_seen=utcnow()))
+        session.commit()
+    assert not soup(client.get(f"/e/{gpu_slug}")).select_one("#run-panel .gpu-needed")
