@@ -56,7 +56,9 @@ def run_entry(pool, e: LoadedEntry) -> dict:
 @cli.command()
 def verify(category: Annotated[Optional[str], typer.Option(help="Only this category")] = None,
            as_json: Annotated[bool, typer.Option("--json", help="Print one JSON report")] = False,
-           slug: Annotated[Optional[list[str]], typer.Option(help="Only these entries")] = None) -> None:
+           slug: Annotated[Optional[list[str]], typer.Option(help="Only these entries")] = None,
+           store: Annotated[bool, typer.Option(help="Record the outcomes, so the entry pages show them")] = True,
+           ) -> None:
     """Run every entry's snippets and check them against their expectations; exit 1 on any mismatch."""
     settings = Settings()
     try:
@@ -78,6 +80,8 @@ def verify(category: Annotated[Optional[str], typer.Option(help="Only this categ
                 report.append(row)
                 bar.update(task, advance=1, description=f"{row['status']:7} {row['slug']}")
     summary = {s: sum(r["status"] == s for r in report) for s in ("pass", "fail", "skipped")}
+    if store:
+        _store(settings, report)
     if as_json:
         out.print_json(json.dumps({"entries": report, "summary": summary}, default=str))
     else:
@@ -90,6 +94,25 @@ def verify(category: Annotated[Optional[str], typer.Option(help="Only this categ
         out.print(f"{summary['pass']} passed, {summary['fail']} failed, {summary['skipped']} skipped")
     if summary["fail"]:
         raise typer.Exit(1)
+
+
+def _store(settings: Settings, report: list[dict]) -> None:
+    """Record verify's outcomes as a run's would be, so pages show them instead of "not yet run"."""
+    from sqlmodel import Session
+
+    from . import runs
+    from .cli import _ready_engine
+    from .models import Entry
+
+    with Session(_ready_engine(settings)) as session:
+        for row in report:
+            entry = session.get(Entry, row["slug"])
+            if entry is None:
+                continue
+            snippets = runs.entry_snippets(entry)
+            for part in PARTS:
+                runs.remember(session, slug=row["slug"], part=part, snippet=snippets[part], result=row[part])
+        session.commit()
 
 
 def _panel(part: str, o: dict) -> Panel:

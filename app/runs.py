@@ -149,13 +149,20 @@ def submit_result(*, session: Session, run_id: int, lease: str, part: str, resul
 
 
 def _remember(session: Session, run: Run, part: str, result: dict) -> None:
-    """Keep the latest outcome per snippet hash, torch version and device for the pages."""
+    remember(session, slug=run.entry_slug, part=part, snippet=run.job["snippets"].get(part), result=result,
+             run_id=run.id)
+
+
+def remember(session: Session, *, slug: str, part: str, snippet: dict | None, result: dict,
+             run_id: int | None = None) -> None:
+    """Keep the latest outcome per snippet hash, torch version and device for the pages (runs and
+    `pitfalls verify` both record here)."""
     if result.get("outcome") == "skipped" and "no fixed snippet" in (result.get("reason") or ""):
         return
-    key = dict(entry_slug=run.entry_slug, part=part, snippet_hash=snippet_hash(run.job["snippets"].get(part)),
+    key = dict(entry_slug=slug, part=part, snippet_hash=snippet_hash(snippet),
                torch_version=str(result.get("torch_version") or "unknown"), device=str(result.get("device") or "unknown"))
     row = session.exec(select(Result).filter_by(**key)).first() or Result(**key, outcome={})
-    row.outcome, row.expected, row.run_id, row.recorded_at = result, result.get("expected"), run.id, utcnow()
+    row.outcome, row.expected, row.run_id, row.recorded_at = result, result.get("expected"), run_id, utcnow()
     session.add(row)
 
 

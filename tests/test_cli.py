@@ -141,3 +141,14 @@ def test_cli_search_and_explain_against_a_team_server_from_any_folder(team_serve
     assert list(tmp_path.iterdir()) == []
     r = run("search", "x", "--server", "http://127.0.0.1:9")  # nobody there
     assert r.returncode == 2 and "cannot reach" in r.stderr.decode()
+
+
+def test_cli_verify_records_outcomes_for_the_pages(env):
+    import sqlite3
+
+    r = pitfalls(env, "verify", "--slug", "view-non-contiguous")
+    assert r.returncode == 0, r.stderr.decode()
+    db = env["PITFALLS_DATABASE_URL"].removeprefix("sqlite:///")
+    rows = sqlite3.connect(db).execute(
+        "SELECT part, expected FROM result WHERE entry_slug = 'view-non-contiguous' ORDER BY part").fetchall()
+    assert rows == [("broken", 1), ("fixed", 1)]
