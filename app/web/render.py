@@ -57,16 +57,26 @@ def code_lines(code: str) -> list[Markup]:
     return [Markup(line) for line in lines]
 
 
+MARK_SHARE = 0.6  # mark changed lines only while most lines are shared
+
+
+def _code_only(line: str) -> str:
+    """A line as compared: comments and spacing differences are not changes."""
+    return re.sub(r"\s+#.*$|^\s*#.*$", "", line).strip()
+
+
 def diff_snippets(broken: str, fixed: str) -> tuple[list[tuple[Markup, bool]], list[tuple[Markup, bool]]]:
     """Both snippets highlighted, each line flagged when it differs from the other snippet."""
-    a = (broken or "").strip("\n").split("\n")
-    b = (fixed or "").strip("\n").split("\n") if fixed else []
+    a = [_code_only(x) for x in (broken or "").strip("\n").split("\n")]
+    b = [_code_only(x) for x in (fixed or "").strip("\n").split("\n")] if fixed else []
     changed_a: set[int] = set()
     changed_b: set[int] = set()
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if tag != "equal":
-            changed_a.update(range(i1, i2))
-            changed_b.update(range(j1, j2))
+            changed_a.update(i for i in range(i1, i2) if a[i])
+            changed_b.update(j for j in range(j1, j2) if b[j])
+    if len(changed_a) > MARK_SHARE * len(a) or len(changed_b) > MARK_SHARE * len(b):
+        changed_a, changed_b = set(), set()  # two different programs: a mark on every line says nothing
     hl_a, hl_b = code_lines(broken), code_lines(fixed) if fixed else []
     return ([(line, i in changed_a) for i, line in enumerate(hl_a)],
             [(line, i in changed_b) for i, line in enumerate(hl_b)])

@@ -404,3 +404,16 @@ def test_gpu_entry_says_before_the_click_that_no_gpu_worker_is_there(client, app
         session.add(Worker(id="gpu-box", device="NVIDIA H100", torch_version="2.11", gpus=1, last_seen=utcnow()))
         session.commit()
     assert not soup(client.get(f"/e/{gpu_slug}")).select_one("#run-panel .gpu-needed")
+
+
+@pytest.mark.parametrize("broken, fixed, marked_broken, marked_fixed", [
+    ("a = 1\nb = f(a)\nprint(b)", "a = 1\nb = g(a)\nprint(b)", [1], [1]),
+    ("a = 1  # old comment\nprint(a)", "a = 1  # new comment\nprint(a)", [], []),  # comments are not changes
+    ("x = 1\ny = 2\nz = 3\nw = 4", "p = 1\nq = 2\nr = 3\nw = 4", [], []),  # mostly different: no marks at all
+])
+def test_changed_line_marks(broken, fixed, marked_broken, marked_fixed):
+    from app.web.render import diff_snippets
+
+    a, b = diff_snippets(broken, fixed)
+    assert [i for i, (_, changed) in enumerate(a) if changed] == marked_broken
+    assert [i for i, (_, changed) in enumerate(b) if changed] == marked_fixed
