@@ -50,10 +50,24 @@ def build_job(entry: Entry, settings: Settings) -> dict:
 
 
 def create_run(*, session: Session, entry: Entry, settings: Settings) -> Run:
-    waiting = session.exec(select(func.count()).select_from(Run).where(Run.state == "queued")).one()
-    if waiting >= settings.queue_max:
-        raise QueueFull(f"{waiting} runs are waiting already")
-    run = Run(entry_slug=entry.slug, job=build_job(entry, settings))
+    """Queue a run of both snippets; an identical run already waiting is returned instead.
+
+    Bounded atomically: the queue is locked (a write on its meta row) before it is counted, so
+    concurrent requests cannot all see room for one more.
+    """
+    session.execute(text("INSERT OR REPLACE INTO meta (key, value) VALUES ('queue', 'lock')"))
+    job = build_job(entry, settings)
+    waiting = session.exec(select(Run).where(Run.state == "queued", Run.entry_slug == entry.slug)).all()
+    for run in waiting:
+        if run.job.get("snippets") == job["snippets"]:
+            session.commit()
+            session.refresh(run)
+            return run  # clicks of several people (or one impatient one) share a run
+    queued = session.exec(select(func.count()).select_from(Run).where(Run.state == "queued")).one()
+    if queued >= settings.queue_max:
+        session.rollback()
+        raise QueueFull(f"{queued} runs are waiting already")
+    run = Run(entry_slug=entry.slug, job=job)
     session.add(run)
     session.commit()
     session.refresh(run)

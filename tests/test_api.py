@@ -116,9 +116,12 @@ def test_api_reproduce_queues_and_full_queue_is_503(client):
     assert r.status_code == 202 and r.json()["state"] == "queued"
     run = client.get(f"/api/runs/{r.json()['id']}").json()
     assert run["entry"] == "view-non-contiguous" and run["state"] == "queued"
-    codes = [client.post("/api/entries/view-non-contiguous/reproduce").status_code for _ in range(4)]
+    again = client.post("/api/entries/view-non-contiguous/reproduce")
+    assert again.status_code == 202 and again.json()["id"] == r.json()["id"]  # the waiting run is shared
+    others = ["nan-loss", "linear-in-features-mismatch", "broadcast-size-mismatch", "stack-tensors-unequal-size"]
+    codes = [client.post(f"/api/entries/{slug}/reproduce").status_code for slug in others]
     assert codes.count(503) >= 1
-    full = client.post("/api/entries/view-non-contiguous/reproduce")
+    full = client.post("/api/entries/cross-entropy-target-dtype-long/reproduce")
     assert full.status_code == 503 and full.headers["Retry-After"]
     assert client.post("/api/entries/nope/reproduce").status_code == 404
     assert client.get("/api/runs/999999").status_code == 404

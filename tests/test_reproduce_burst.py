@@ -43,10 +43,15 @@ def server(tmp_path):
 @pytest.mark.slow
 def test_reproduce_burst_of_200_each_finishes_or_is_refused(server):
     with httpx.Client(base_url=server, timeout=60) as client, ThreadPoolExecutor(32) as pool:
-        answers = list(pool.map(lambda _: client.post(f"/api/entries/{SLUG}/reproduce"), range(200)))
-        accepted = [r.json()["id"] for r in answers if r.status_code == 202]
+        # 200 clicks spread over 50 quick entries: repeats of a waiting run share it, the rest queue
+        # up to the bound, and the bound holds under concurrency
+        entries = [e["slug"] for e in client.get("/api/entries", params={"category": "mismatch"}).json()
+                   if not e["requires"]["cuda"] and not e["requires"]["gpus"]][:50]
+        answers = list(pool.map(lambda i: client.post(f"/api/entries/{entries[i % len(entries)]}/reproduce"),
+                                range(200)))
+        accepted = {r.json()["id"] for r in answers if r.status_code == 202}
         refused = [r for r in answers if r.status_code == 503]
-        assert len(accepted) + len(refused) == 200, {r.status_code for r in answers}
+        assert len([r for r in answers if r.status_code == 202]) + len(refused) == 200, {r.status_code for r in answers}
         assert accepted and refused, (len(accepted), len(refused))
         assert all(r.headers.get("Retry-After") for r in refused)
         deadline = time.monotonic() + 240
@@ -59,8 +64,8 @@ def test_reproduce_burst_of_200_each_finishes_or_is_refused(server):
         assert not pending, f"{len(pending)} runs never finished"
         for run_id in accepted:
             run = client.get(f"/api/runs/{run_id}").json()
-            assert run["results"]["broken"]["outcome"] == "raised", run["results"]["broken"]
-            assert run["results"]["fixed"]["outcome"] == "ok", run["results"]["fixed"]
+            for part in ("broken", "fixed"):
+                assert run["results"][part]["expected"] in (True, None), (run["entry"], part, run["results"][part])
         health = client.get("/healthz").json()
         assert health["queue"] == {"queued": 0, "running": 0}
         assert health["workers"] and health["workers"][0]["torch_version"].startswith("2.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from sqlmodel import Session
+from sqlmodel import Session, func, select
 
 from app import content, runs
 from app.config import Settings
@@ -77,14 +77,40 @@ def test_runs_cpu_worker_leaves_cuda_jobs_to_a_live_gpu_worker(db):
         assert runs.lease_run(session=s, worker=_worker(s, "gpu-box", gpus=1), settings=settings).id == cuda_run.id
 
 
-def test_runs_queue_is_bounded(db):
+def test_runs_queue_is_bounded_and_identical_waiting_runs_are_shared(db):
     settings, engine = db
     with Session(engine) as s:
-        entry = s.get(Entry, "view-non-contiguous")
-        for _ in range(settings.queue_max):
+        entries = s.exec(select(Entry).limit(settings.queue_max + 1)).all()
+        first = runs.create_run(session=s, entry=entries[0], settings=settings).id
+        assert runs.create_run(session=s, entry=entries[0], settings=settings).id == first  # shared
+        for entry in entries[1:settings.queue_max]:
             runs.create_run(session=s, entry=entry, settings=settings)
         with pytest.raises(runs.QueueFull):
-            runs.create_run(session=s, entry=entry, settings=settings)
+            runs.create_run(session=s, entry=entries[settings.queue_max], settings=settings)
+        assert runs.create_run(session=s, entry=entries[0], settings=settings).id == first  # full, still shared
+
+
+def test_runs_queue_bound_holds_under_concurrent_requests(db):
+    """Count-then-insert from many threads at once must not overshoot (was 75 accepted for 64)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    settings, engine = db
+    with Session(engine) as s:
+        slugs = [e.slug for e in s.exec(select(Entry).limit(4 * settings.queue_max)).all()]
+
+    def one(slug: str) -> bool:
+        with Session(engine) as s:
+            try:
+                runs.create_run(session=s, entry=s.get(Entry, slug), settings=settings)
+                return True
+            except runs.QueueFull:
+                return False
+
+    with ThreadPoolExecutor(16) as pool:
+        accepted = sum(pool.map(one, slugs))
+    with Session(engine) as s:
+        queued = s.exec(select(func.count()).select_from(Run).where(Run.state == "queued")).one()
+    assert accepted == queued == settings.queue_max
 
 
 def test_runs_left_running_are_interrupted_and_queued_ones_kept_on_start(db):
@@ -96,7 +122,8 @@ def test_runs_left_running_are_interrupted_and_queued_ones_kept_on_start(db):
     with Session(engine) as s:
         entry = s.get(Entry, "view-non-contiguous")
         started = runs.create_run(session=s, entry=entry, settings=settings).id
-        queued = runs.create_run(session=s, entry=entry, settings=settings).id
+        other = s.get(Entry, "nan-loss")
+        queued = runs.create_run(session=s, entry=other, settings=settings).id
         assert runs.lease_run(session=s, worker=_worker(s, "w"), settings=settings).id == started
     with TestClient(create_app(settings.model_copy(update={"local_workers": 0}))) as client:
         run = client.get(f"/api/runs/{started}").json()

@@ -370,8 +370,9 @@ def test_reproduce_when_queue_is_full_is_a_friendly_503(client, app):
     original = app.state.settings
     app.state.settings = original.model_copy(update={"queue_max": 0})
     try:
-        frag = client.post(f"/e/{SLUG}/reproduce", headers=HX)
-        page = client.post(f"/e/{SLUG}/reproduce", follow_redirects=False)
+        # an entry with no run waiting (a waiting one would be shared, full queue or not)
+        frag = client.post("/e/nan-loss/reproduce", headers=HX)
+        page = client.post("/e/nan-loss/reproduce", follow_redirects=False)
     finally:
         app.state.settings = original
     for r in (frag, page):
