@@ -151,3 +151,13 @@ def test_keyboard_reaches_search_and_shows_focus(page, live_server):
     assert page.evaluate("document.activeElement.id") == "q"
     outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
     assert outline != "none"
+
+
+def test_reproduce_works_when_htmx_fails_to_load(page, live_server):
+    """JavaScript on, but the htmx script blocked (a CDN out of reach, a strict proxy): the plain form
+    still posts and the page then refreshes itself until the run is done."""
+    page.route("**/htmx.min.js", lambda route: route.abort())
+    page.goto(live_server.url + "/e/nan-loss")
+    page.locator("#run-panel button[type=submit]").click()
+    page.wait_for_url("**/e/nan-loss?run=*", timeout=30_000)
+    page.wait_for_selector("#run-panel[data-state=done]", timeout=RUN_TIMEOUT_MS)

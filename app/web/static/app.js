@@ -35,11 +35,6 @@
     t.style.height = Math.min(t.scrollHeight + 2, window.innerHeight * 0.6) + "px";
   }
   document.addEventListener("input", function (ev) { if (ev.target.id === "q") grow(ev.target); });
-  document.addEventListener("submit", function (ev) {
-    // a long paste would make a URL too long for servers and proxies: send it as a body instead
-    var q = ev.target.elements && ev.target.elements.q;
-    if (q && q.value.length > 4000) ev.target.method = "post";
-  });
   document.addEventListener("keydown", function (ev) {
     if (ev.target.id === "q" && ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) {
       ev.preventDefault();
@@ -50,6 +45,10 @@
     showButtons(document);
     var q = document.getElementById("q");
     if (q) grow(q);
+    if (!window.htmx && document.querySelector("#run-panel[aria-busy=true]")) {
+      // htmx did not load (blocked, or its CDN out of reach): follow the run as the no-script page does
+      setTimeout(function () { location.reload(); }, 2000);
+    }
   });
   document.addEventListener("htmx:afterSettle", function () { showButtons(document); });
 })();
