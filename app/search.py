@@ -43,6 +43,7 @@ TYPO_MIN = 6  # shortest word we try to correct
 TYPO_CUTOFF = 86  # rapidfuzz ratio a correction needs
 TYPO_WEIGHT = 0.7  # a corrected word counts for less than one typed right
 TIE = 0.03
+SIGNATURE_CACHE = 200_000  # signatures kept scored in memory (a few hundred bytes each)
 SAME_MESSAGE = 0.85  # share of the shorter signature's IDF weight the other must hold
 CONTEXT_CHARS = 20_000  # of a paste, read to order tied entries
 CONTEXT_TERMS = 40  # hits this close to the best are ordered by the rest of the paste
@@ -139,6 +140,21 @@ class QueryLine:
         self.aux = set(n.aux)
 
 
+@dataclass(frozen=True)
+class SignatureInfo:
+    """One signature as scoring needs it, computed once per content generation."""
+
+    slug: str
+    text: str
+    title: str
+    category: str
+    tokens: list[str]
+    weights: dict[str, float]
+    words: int  # its words, placeholders aside
+    quoted: frozenset[str]  # the names it quotes
+    names: frozenset[str]  # those and its file names
+
+
 class SignatureIndex:
     """Token -> signature ids, with IDF, for every signature in the database."""
 
@@ -162,6 +178,7 @@ class SignatureIndex:
                 buckets.setdefault((">" + t[-3:], len(t)), []).append(t)
         self.buckets = buckets
         self._corrections: dict[str, str | None] = {}
+        self._signatures: dict[int, SignatureInfo] = {}
 
     def correct(self, token: str) -> str | None:
         """The known word a mistyped one most likely meant (`runtineerror` -> `runtimeerror`)."""
@@ -175,6 +192,27 @@ class SignatureIndex:
         if len(self._corrections) < 100_000:  # user words repeat across pastes; bounded
             self._corrections[token] = best[0] if best else None
         return best[0] if best else None
+
+    def signatures(self, conn: sqlite3.Connection, ids: list[int]) -> list[SignatureInfo]:
+        """The candidates' rows and weights: from memory when seen before (bounded), else SQLite."""
+        cache = self._signatures
+        missing = [i for i in ids if i not in cache]
+        fetched: dict[int, SignatureInfo] = {}
+        if missing:
+            rows = conn.execute(
+                "SELECT s.id, s.entry_slug, s.text, s.tokens, s.aux, e.title, e.category FROM signature s "
+                f"JOIN entry e ON e.slug = s.entry_slug WHERE s.id IN ({','.join('?' * len(missing))})",
+                missing).fetchall()
+            for sid, slug, text, tokens, aux, title, category in rows:
+                toks, aux_set = tokens.split(), set(aux.split())
+                fetched[sid] = SignatureInfo(
+                    slug, text, title, category, toks, self.weights(toks, aux_set),
+                    sum(1 for t in toks if not t.startswith("_")),
+                    frozenset(t for t in aux_set if not NUMBER_AUX.match(t)),
+                    frozenset(t for t in aux_set if not t.startswith("n") or not NUMBER_AUX.match(t)))
+            if len(cache) < SIGNATURE_CACHE:
+                cache.update(fetched)
+        return [info for i in ids if (info := cache.get(i) or fetched.get(i)) is not None]
 
     def same_message(self, a: str, b: str) -> bool:
         """Two signatures say the same thing: the rarer words of the shorter one are in the other
@@ -344,18 +382,13 @@ class Searcher:
         ids = index.candidates(lines)
         if not ids:
             return {}
-        rows = conn.execute(
-            "SELECT s.entry_slug, s.text, s.tokens, s.aux, e.title, e.category FROM signature s "
-            f"JOIN entry e ON e.slug = s.entry_slug WHERE s.id IN ({','.join('?' * len(ids))})", ids).fetchall()
         best: dict[str, Hit] = {}
         best_group: dict[str, int] = {}
         per_line: dict[str, dict[int, float]] = {}  # slug -> paste line (variants as one) -> best score
-        for slug, sig_text, tokens, aux, title, category in rows:
-            sig_tokens, sig_aux = tokens.split(), set(aux.split())
-            sig_w = index.weights(sig_tokens, sig_aux)
-            words = len([t for t in sig_tokens if not t.startswith("_")])
-            sig_quoted = {t for t in sig_aux if not NUMBER_AUX.match(t)}
-            sig_names = {t for t in sig_aux if not t.startswith("n") or not NUMBER_AUX.match(t)}
+        for sig in index.signatures(conn, ids):
+            slug, sig_text, title, category = sig.slug, sig.text, sig.title, sig.category
+            sig_tokens, sig_w, words = sig.tokens, sig.weights, sig.words
+            sig_quoted, sig_names = sig.quoted, sig.names
             for q in lines:
                 score = similarity(q.weights, sig_w, q.known_mass) * q.weight
                 # a signature whose point is a quoted name ("No module named 'models'") must not
