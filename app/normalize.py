@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 6
+VERSION = 7
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # (placeholder, what the reader is told was ignored, pattern); order matters: wide shapes first.
@@ -42,6 +42,8 @@ BOILERPLATE = re.compile(
     # transformers/diffusers wrap the real import error in this sentence
     r"Failed to import [\w.]+ because of the following error \(look up to see its traceback\):?", re.I)
 WORD = re.compile(r"[a-z0-9_]+")
+# `_pickle.UnpicklingError` is `pickle.UnpicklingError` raised from the C accelerator module
+PRIVATE_MODULE = re.compile(r"(?<![\w.])_([a-z]\w*)\.(?=[A-Z]\w*(?:Error|Exception|Warning)\b)")
 SMALL_INT = re.compile(r"[-+]?\d{1,2}")
 PATHLIKE = re.compile(r"[\\/]|\.(?:py|so|dll|pyd|dylib|cpp|cu|h|pt|pth|ckpt|bin|safetensors|json|yaml|txt)\b", re.I)
 FILE_NOISE = frozenset("py so dll pyd dylib cpp cu h pt pth cpython linux gnu x86_64 aarch64 win_amd64 "
@@ -123,7 +125,7 @@ def normalize(line: str) -> Normalized:
                 aux.append("n" + m.group(0).lstrip("+").replace("-", "m"))  # tells "dimension 0" from "dimension 1", a little
             return f" {placeholder} "
         out = pattern.sub(_sub, out)
-    out = re.sub(r"\s+", " ", out).strip()
+    out = PRIVATE_MODULE.sub(r"\1.", re.sub(r"\s+", " ", out).strip())
     tokens = [t for t in WORD.findall(out.lower()) if not t.isdigit()]
     return Normalized(out, tokens, aux, ignored)
 

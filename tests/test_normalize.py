@@ -104,6 +104,13 @@ def test_small_numbers_are_kept_as_weak_tokens():
     assert a.tokens == b.tokens and a.aux != b.aux
 
 
+def test_private_accelerator_module_reads_as_its_public_name():
+    # pickle raises from its C module: users paste both spellings
+    assert normalize("_pickle.UnpicklingError: invalid load key, 'v'.").tokens == \
+        normalize("pickle.UnpicklingError: invalid load key, 'v'.").tokens
+    assert "_c" in normalize("torch._C._LinAlgError: linalg.cholesky").tokens  # inner private names stay
+
+
 def test_boilerplate_sentences_do_not_count():
     a = normalize("RuntimeError: Expected is_sm80 || is_sm90 to be true, but got false. (Could this error message "
                   "be improved? If so, please report an enhancement request to PyTorch.)")
