@@ -43,6 +43,7 @@ TYPO_MIN = 6  # shortest word we try to correct
 TYPO_CUTOFF = 86  # rapidfuzz ratio a correction needs
 TYPO_WEIGHT = 0.7  # a corrected word counts for less than one typed right
 TIE = 0.03
+FILE_MISMATCH = 0.85  # a signature naming another library file than the paste's
 SIGNATURE_CACHE = 200_000  # signatures kept scored in memory (a few hundred bytes each)
 SAME_MESSAGE = 0.85  # share of the shorter signature's IDF weight the other must hold
 CONTEXT_CHARS = 20_000  # of a paste, read to order tied entries
@@ -406,6 +407,11 @@ class Searcher:
                 if (words <= BARE_WORDS and not named and not index.distinctive(sig_tokens)) or (not sig_quoted and words <= PYTHON_BARE_WORDS
                                                            and sig_tokens and sig_tokens[0] in PYTHON_ERRORS):
                     score = min(score, BARE_CAP)  # says too little alone
+                # which library failed to load tells such errors apart ("libtorchaudio.so: undefined
+                # symbol" is not "torch_scatter/_version_cuda.so: undefined symbol")
+                sig_files = {t for t in sig_names if t.startswith("p:")}
+                if sig_files and not sig_files & q.aux and any(t.startswith("p:") for t in q.aux):
+                    score *= FILE_MISMATCH
                 score = round(score, 4)
                 if score <= 0.1:
                     continue

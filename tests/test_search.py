@@ -155,3 +155,11 @@ def test_search_truncated_paste_still_finds_its_entry(searcher):
 def test_search_free_text_finds_entry(searcher):
     result = searcher.search("loss becomes nan")
     assert result.results and result.results[0].slug == "nan-loss"
+
+
+def test_search_library_file_named_in_the_paste_decides(searcher):
+    # an extension's `undefined symbol` is not torchaudio's or torchvision's, though the words are the same
+    result = searcher.search("OSError: /opt/env/lib/python3.11/site-packages/torch_scatter/_version_cuda.so: "
+                             "undefined symbol: _ZN3c104cuda9SetDeviceEi")
+    assert result.results[0].slug == "prebuilt-extension-wheel-other-torch", \
+        [(h.slug, h.score) for h in result.results[:3]]
