@@ -43,6 +43,7 @@ TYPO_MIN = 6  # shortest word we try to correct
 TYPO_CUTOFF = 86  # rapidfuzz ratio a correction needs
 TYPO_WEIGHT = 0.7  # a corrected word counts for less than one typed right
 TIE = 0.03
+UNDECIDED = TIE / 20  # tied entries the rest of the paste separates by less than this: no confident pick
 FILE_MISMATCH = 0.85  # a signature naming another library file than the paste's
 SIGNATURE_CACHE = 200_000  # signatures kept scored in memory (a few hundred bytes each)
 SAME_MESSAGE = 0.85  # share of the shorter signature's IDF weight the other must hold
@@ -358,7 +359,9 @@ class Searcher:
             for h in text_hits:
                 hits.setdefault(h.slug, h)
         ranked = sorted(hits.values(), key=lambda h: -(h.score + 0.1 * h.support))
-        ranked = self._break_ties(conn, ranked, clean(text[:CONTEXT_CHARS]))[:limit]
+        ranked, undecided = self._break_ties(conn, ranked, clean(text[:CONTEXT_CHARS]))
+        ranked = ranked[:limit]
+        confident = confident and not undecided
         if confident and ranked:  # a clear answer: don't bury it under faint look-alikes
             ranked = [h for h in ranked if h.score >= RELATED_SHARE * ranked[0].score]
         return SearchResult(text[:200], confident and bool(ranked), ranked, [q.text for q in lines],
@@ -425,12 +428,13 @@ class Searcher:
             hit.support = sum(v for g, v in per_line[slug].items() if g != best_group[slug])
         return best
 
-    def _break_ties(self, conn: sqlite3.Connection, ranked: list[Hit], paste: str) -> list[Hit]:
+    def _break_ties(self, conn: sqlite3.Connection, ranked: list[Hit], paste: str) -> tuple[list[Hit], bool]:
         """Entries that match the error about equally well (one message, several causes) are ordered
         by the rest of the paste (its frames' modules, the code that failed, the words around it)
-        against what each entry says, and by whether the entry is *about* that message (its title)."""
+        against what each entry says, and by whether the entry is *about* that message (its title).
+        Also says whether the paste left the first two undecided (nothing in it favours either)."""
         if len(ranked) < 2 or ranked[1].score < ranked[0].score - TIE:
-            return ranked
+            return ranked, False
         tied = [h for h in ranked if h.score >= ranked[0].score - TIE]
         texts = self._entry_texts(conn)
         said = set(WORD.findall(paste.lower()))
@@ -451,7 +455,9 @@ class Searcher:
             # moves an entry by at most TIE: a clearly better match still wins
             return h.score + 0.1 * h.support + TIE * (context + about) / 2
 
-        return sorted(tied, key=key, reverse=True) + ranked[len(tied):]
+        keyed = sorted(((key(h), h) for h in tied), key=lambda kh: -kh[0])
+        undecided = keyed[0][0] - keyed[1][0] < UNDECIDED
+        return [h for _, h in keyed] + ranked[len(tied):], undecided
 
     def _entry_texts(self, conn: sqlite3.Connection) -> EntryTexts:
         if self._texts is None:

@@ -92,10 +92,8 @@ RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with m
                           "cuda-in-forked-subprocess"),
     "process-group": ("ValueError: Default process group has not been initialized, please make sure to call init_process_group.",
                       "default-process-group-not-initialized"),
-    "typed-by-hand-typos": ("RuntineError: Expected all tensors to be on the same devive, but found at least two devices, cuda:0 and cpu!",
-                            "tensor-created-on-wrong-device"),
-    "index-select-devices": ("RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cpu and cuda:0! (when checking argument for argument index in method wrapper_CUDA__index_select)",
-                          "tensor-created-on-wrong-device"),
+    "typed-by-hand-typos": ("RuntineError: Trying to bakward through the graph a secnod time (or directly access saved tensors after they have already been freed).",
+                            "backward-graph-second-time"),
     "th-era-backend": ("RuntimeError: Expected object of backend CUDA but got backend CPU for argument #3 'index'",
                        "tensor-created-on-wrong-device"),
     "vscode-announce": ("""发生异常: RuntimeError
@@ -163,3 +161,28 @@ def test_search_library_file_named_in_the_paste_decides(searcher):
                              "undefined symbol: _ZN3c104cuda9SetDeviceEi")
     assert result.results[0].slug == "prebuilt-extension-wheel-other-torch", \
         [(h.slug, h.score) for h in result.results[:3]]
+
+
+DEVICE_MESSAGE = "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+DEVICE_CAUSES = {"tensor-created-on-wrong-device", "optimizer-state-on-cpu-after-resume", "register-buffer-for-state"}
+
+
+@pytest.mark.parametrize("paste", [DEVICE_MESSAGE, DEVICE_MESSAGE.replace("cuda:0 and cpu!", "cpu and cuda:0! (when "
+                                     "checking argument for argument index in method wrapper_CUDA__index_select)")])
+def test_search_one_message_several_causes_nothing_to_choose_is_not_confident(searcher, paste):
+    # the message alone fits three causes equally: show them side by side, claim none
+    result = searcher.search(paste)
+    assert not result.confident
+    assert {h.slug for h in result.results[:3]} == DEVICE_CAUSES
+
+
+def test_search_one_message_several_causes_the_rest_of_the_paste_decides(searcher):
+    result = searcher.search(f"""Resuming from checkpoint epoch 12
+Traceback (most recent call last):
+  File "train.py", line 210, in <module>
+    optimizer.step()
+  File "/opt/conda/lib/python3.11/site-packages/torch/optim/adam.py", line 166, in step
+    adam(params_with_grad,
+{DEVICE_MESSAGE}""")
+    assert result.results[0].slug == "optimizer-state-on-cpu-after-resume"
+    assert result.confident
