@@ -51,6 +51,29 @@ class Settings(BaseSettings):
     htmx_local: bool = Field(True, description="Serve htmx from this server (works offline); false loads it from "
                              "the jsDelivr CDN with a pinned SRI hash.")
 
+    # team (missed searches, feedback, team content, sign-in)
+    team_content_dir: Path | None = Field(None, description="The team's own folder, synced beside `content_dir`: "
+                                          "entries (`<category>/<slug>.toml`), notes on any entry (`notes/<slug>.md`), "
+                                          "drafts (`drafts/`).")
+    record_misses: bool = Field(True, description="Record searches that end without a confident match (their normalised "
+                                "error lines only: no paths, user names or numbers).")
+    misses_retention_days: int = Field(90, description="Missed searches not seen for this many days are pruned.")
+    trusted_proxies: str = Field("", description="Comma-separated addresses or CIDRs of the authenticating proxy; the "
+                                 "user headers are honoured only from these (empty: never).")
+    user_header: str = Field("X-Forwarded-User", description="Header the trusted proxy sets to the signed-in user.")
+    groups_header: str = Field("X-Forwarded-Groups", description="Header the trusted proxy sets to the user's groups "
+                               "(comma-separated).")
+    curator_groups: str = Field("curators", description="Groups (comma-separated) whose members curate: misses, "
+                                "feedback, drafts.")
+    admin_token: str = Field("", description="Token that signs in as the curator `admin` (small teams without a "
+                             "proxy); empty: off.")
+    read_requires_sign_in: bool = Field(False, description="Pages and the API need a signed-in user (reading is "
+                                        "open when false).")
+    reproduce_requires_sign_in: bool = Field(False, description="Reproduce needs a signed-in user in `reproduce_groups` "
+                                             "or a curator.")
+    reproduce_groups: str = Field("", description="Groups (comma-separated) allowed to Reproduce when it needs sign-in "
+                                  "(empty: every signed-in user).")
+
     def sqlite_path(self) -> Path | None:
         """The database file when the URL is SQLite, else None."""
         prefix = "sqlite:///"
