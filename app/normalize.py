@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 7
+VERSION = 8
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # (placeholder, what the reader is told was ignored, pattern); order matters: wide shapes first.
@@ -39,6 +39,11 @@ BOILERPLATE = re.compile(
     r"might be incorrect\.?|For debugging,? consider passing CUDA_LAUNCH_BLOCKING=1\.?|"
     r"Compile with `?TORCH_USE_CUDA_DSA`? to enable device-side assertions\.?|"
     r"\(Triggered internally at [^)]*\)|"
+    # the dispatcher's tail on every "Could not run 'op' with arguments from the 'X' backend"
+    r"This could be because the operator doesn't exist for this backend, or was omitted during the "
+    r"selective/custom build process(?: \(if using custom build\))?\.?|"
+    r"If you are a Facebook employee using PyTorch on mobile, please visit \S+ for possible resolutions\.?|"
+    r"'[^'\n]{1,200}' is only available for these backends: \[[^\]]*\]?\.?|"
     # transformers/diffusers wrap the real import error in this sentence
     r"Failed to import [\w.]+ because of the following error \(look up to see its traceback\):?", re.I)
 WORD = re.compile(r"[a-z0-9_]+")

@@ -115,6 +115,15 @@ def test_boilerplate_sentences_do_not_count():
     a = normalize("RuntimeError: Expected is_sm80 || is_sm90 to be true, but got false. (Could this error message "
                   "be improved? If so, please report an enhancement request to PyTorch.)")
     assert "enhancement" not in a.tokens and "is_sm80" in a.tokens
+    # the dispatcher's tail, with its list of backends, is the same for every operator
+    c = normalize("NotImplementedError: Could not run 'quantized::conv2d.new' with arguments from the 'CPU' backend. "
+                  "This could be because the operator doesn't exist for this backend, or was omitted during the "
+                  "selective/custom build process (if using custom build). If you are a Facebook employee using "
+                  "PyTorch on mobile, please visit https://fburl.com/ptmfixes for possible resolutions. "
+                  "'quantized::conv2d.new' is only available for these backends: [QuantizedCPU, QuantizedCUDA, "
+                  "BackendSelect, Python, Named, Conjugate, Negative, ZeroTensor, ADInplaceOrView, AutogradOther].")
+    assert c.tokens == normalize("NotImplementedError: Could not run 'quantized::conv2d.new' with arguments from "
+                                 "the 'CPU' backend.").tokens
     b = normalize("RuntimeError: CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously "
                   "reported at some other API call, so the stacktrace below might be incorrect.")
     assert b.tokens == normalize("RuntimeError: CUDA error: device-side assert triggered").tokens
