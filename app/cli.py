@@ -28,7 +28,7 @@ def _ready_engine(settings: Settings):
     migrate(settings)
     engine = make_engine(settings)
     try:
-        content.sync(engine, settings.content_dir)
+        content.sync(engine, settings.content_dir, team=settings.team_content_dir)
     except content.ContentError as exc:
         err.print(f"[red]content error:[/red] {exc}")
         raise typer.Exit(2) from None
@@ -63,7 +63,8 @@ def sync(force: Annotated[bool, typer.Option(help="Allow removing most entries (
     settings = Settings()
     migrate(settings)
     try:
-        report = content.sync(make_engine(settings), settings.content_dir, force=force)
+        report = content.sync(make_engine(settings), settings.content_dir, force=force,
+                              team=settings.team_content_dir)
     except content.ContentError as exc:
         err.print(f"[red]content error:[/red] {exc}")
         raise typer.Exit(2) from None

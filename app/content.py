@@ -171,17 +171,67 @@ def load_file(path: Path, root: Path) -> LoadedEntry:
     return LoadedEntry(slug, category, rel, spec, digest)
 
 
-def load_dir(root: Path) -> list[LoadedEntry]:
-    """Every entry under `root`, validated; duplicate slugs are an error."""
+def load_dir(root: Path, *, named_from: Path | None = None, skip: tuple[str, ...] = ()) -> list[LoadedEntry]:
+    """Every entry under `root` (but folders in `skip`), validated; duplicate slugs are an error.
+    Files are named relative to `named_from` (default: `root`)."""
     if not root.is_dir():
         raise ContentError(f"{root}: content folder not found")
     entries: dict[str, LoadedEntry] = {}
     for path in sorted(root.glob("*/*.toml")):
-        e = load_file(path, root)
+        if path.parent.name in skip:
+            continue
+        e = load_file(path, named_from or root)
         if e.slug in entries:
             raise ContentError(f"{e.path}: slug {e.slug!r} already used by {entries[e.slug].path}")
         entries[e.slug] = e
     return list(entries.values())
+
+
+# -- the team's folder (issue 13) -------------------------------------------------------------------
+# `<team>/<category>/<slug>.toml`: the team's own entries, same format and validation as content/;
+# `<team>/notes/<slug>.md`: the team's notes on any entry (shipped or theirs), shown on its page;
+# `<team>/drafts/`: drafts made from missed searches, never synced. The team's folder is separate
+# from content/, so upgrading the shipped content leaves it alone.
+TEAM_SKIP = ("notes", "drafts")
+
+
+@dataclass
+class TeamNoteFile:
+    slug: str
+    path: str
+    text: str
+
+
+def load_team(team: Path, shipped: list[LoadedEntry]) -> tuple[list[LoadedEntry], list[TeamNoteFile]]:
+    """The team's entries and notes, validated; a team slug that a shipped entry has is an error."""
+    entries = load_dir(team, named_from=team.parent, skip=TEAM_SKIP)
+    by_slug = {e.slug: e for e in shipped}
+    for e in entries:
+        if e.slug in by_slug:
+            raise ContentError(f"{e.path}: slug {e.slug!r} is already the shipped entry {by_slug[e.slug].path}; "
+                               "a team entry cannot replace a shipped one: rename the team file, or attach a note "
+                               f"as notes/{e.slug}.md")
+    known = set(by_slug) | {e.slug for e in entries}
+    notes = []
+    for path in sorted((team / "notes").glob("*.md")):
+        rel = path.relative_to(team.parent).as_posix()
+        try:
+            text_ = path.read_bytes().decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            raise ContentError(f"{rel}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        if path.stem not in known:
+            raise ContentError(f"{rel}: no entry {path.stem!r} to attach this note to (name the file <slug>.md)")
+        if not text_:
+            raise ContentError(f"{rel}: the note is empty")
+        notes.append(TeamNoteFile(path.stem, rel, text_))
+    return entries, notes
+
+
+def _sync_notes(session: Session, notes: list[TeamNoteFile]) -> None:
+    from .team.models import TeamNote  # noqa: PLC0415
+
+    session.execute(delete(TeamNote))
+    session.add_all([TeamNote(entry_slug=n.slug, text=n.text, path=n.path) for n in notes])
 
 
 def entry_row(e: LoadedEntry) -> Entry:
@@ -218,13 +268,16 @@ def bump_generation(session: Session) -> None:
 MASS_REMOVAL = 0.5  # a sync that would remove more than this share of the entries needs `force`
 
 
-def sync(engine: Engine, root: Path, *, force: bool = False) -> SyncReport:
-    """Load `root` into the database: new and changed entries written, vanished ones removed.
+def sync(engine: Engine, root: Path, *, force: bool = False, team: Path | None = None) -> SyncReport:
+    """Load `root` (and the team's folder, when given) into the database: new and changed entries
+    written, vanished ones removed, team notes replaced.
 
     Idempotent (keyed on slug + content hash) and all-or-nothing: a bad file raises ContentError
     before anything is written. Runs and results are kept.
     """
     loaded = load_dir(root)
+    team_entries, notes = load_team(team, loaded) if team is not None else ([], [])
+    loaded += team_entries
     report = SyncReport()
     with Session(engine) as session:
         existing = {slug: h for slug, h in session.exec(select(Entry.slug, Entry.content_hash)).all()}
@@ -253,6 +306,7 @@ def sync(engine: Engine, root: Path, *, force: bool = False) -> SyncReport:
                             {"slug": e.slug, "t": e.spec.title, "s": e.spec.summary, "b": _index_body(e)})
         if report.added or report.updated or report.removed:
             bump_generation(session)
+        _sync_notes(session, notes)
         session.commit()
     return report
 

@@ -21,6 +21,7 @@ from .db import make_engine, migrate
 from .search import Searcher
 from .web import api, workers
 from .web.guard import Guard
+from .team.auth import ReadGate
 from .web.local_workers import LocalWorkers
 
 log = logging.getLogger("pitfalls")
@@ -34,7 +35,7 @@ def create_app(settings: Settings | None = None, *, worker_url: str | None = Non
     async def lifespan(app: FastAPI):
         if settings.sync_on_start:
             migrate(settings)
-            report = content.sync(app.state.engine, settings.content_dir)
+            report = content.sync(app.state.engine, settings.content_dir, team=settings.team_content_dir)
             log.info("content synced: %s", report)
         with Session(app.state.engine) as session:
             if n := runs.mark_interrupted(session=session):
@@ -53,6 +54,7 @@ def create_app(settings: Settings | None = None, *, worker_url: str | None = Non
     # FastAPIOffline: /docs and /redoc from assets shipped in the package, so they work offline
     app = FastAPIOffline(title="Pitfalls", version="0.1.0", lifespan=lifespan,
                          description="Search PyTorch errors, read the fix, reproduce it on a real worker.")
+    app.add_middleware(ReadGate, settings=settings)  # sign-in for reading, when the setting asks for it
     app.add_middleware(Guard, max_body_bytes=settings.max_body_bytes,
                        script_hosts="" if settings.htmx_local else " https://cdn.jsdelivr.net")
     app.state.settings = settings
@@ -81,6 +83,9 @@ def create_app(settings: Settings | None = None, *, worker_url: str | None = Non
     app.include_router(workers.router)
     from .web import pages  # noqa: PLC0415  (pages import templates; keep API usable without them)
 
+    from .web import team  # noqa: PLC0415
+
+    app.include_router(team.router)
     app.include_router(pages.router)
     pages.mount_static(app)
     return app

@@ -15,6 +15,7 @@ from ..categories import CATEGORIES
 from ..content import Requires
 from ..models import Entry, Run, Worker
 from ..search import QueryError
+from ..team import auth, misses
 from . import views
 from .deps import RunId, SearcherDep, SessionDep
 
@@ -75,25 +76,27 @@ def entry_out(e: Entry) -> dict:
             "requires": Requires(**e.data.get("requires", {})).model_dump()}
 
 
-def _search(searcher, q: str) -> dict:
+def _search(searcher, q: str, request: Request) -> dict:
     try:
-        return searcher.search(q).as_dict()
+        result = searcher.search(q).as_dict()
     except QueryError as exc:
         status = 413 if "larger than" in str(exc) else 422
         raise HTTPException(status, str(exc)) from None
+    misses.on_search(request, q, result)  # a search without a confident match is recorded (issue 13)
+    return result
 
 
 @router.get("/api/search", response_model=SearchOut, tags=["search"])
 def search_get(q: Annotated[str, Query(description="Error text; use POST for long tracebacks.")],
-               searcher: SearcherDep) -> dict:
+               searcher: SearcherDep, request: Request) -> dict:
     """Find the entries that explain an error message."""
-    return _search(searcher, q)
+    return _search(searcher, q, request)
 
 
 @router.post("/api/search", response_model=SearchOut, tags=["search"])
-def search_post(body: SearchBody, searcher: SearcherDep) -> dict:
+def search_post(body: SearchBody, searcher: SearcherDep, request: Request) -> dict:
     """Same as GET, for whole tracebacks."""
-    return _search(searcher, body.q)
+    return _search(searcher, body.q, request)
 
 
 @router.get("/api/categories", response_model=list[CategoryOut], tags=["entries"])
@@ -141,6 +144,8 @@ def _queue_run(engine, settings, slug: str) -> dict:
 @router.post("/api/entries/{slug}/reproduce", status_code=202, tags=["runs"])
 async def reproduce(slug: str, request: Request) -> Any:
     """Queue a run of the entry's broken and fixed snippets."""
+    if (denied := auth.reproduce_denied(request)) is not None:  # sign-in for Reproduce, when set
+        return denied
     state = request.app.state
     try:
         run = await run_in_threadpool(_queue_run, state.engine, state.settings, slug)

@@ -20,7 +20,8 @@ from sqlmodel import Session
 from .. import runs
 from ..models import Entry, Run
 from ..search import QueryError
-from . import views
+from ..team import auth, misses
+from . import team, views
 from .deps import RunId, SearcherDep, SessionDep
 
 HERE = Path(__file__).parent
@@ -41,7 +42,7 @@ def _htmx(request: Request) -> dict:
 
 _env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
                    undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-templates = Jinja2Templates(env=_env, context_processors=[_htmx])
+templates = Jinja2Templates(env=_env, context_processors=[_htmx, auth.template_user])
 router = APIRouter(include_in_schema=False)
 
 
@@ -74,6 +75,7 @@ def _search(request: Request, searcher, session: Session, q: str) -> HTMLRespons
     status = 200
     try:
         context["search"] = views.search(searcher, q)
+        context["feedback_lines"] = misses.on_search(request, q, context["search"])  # issue 13
     except QueryError as exc:
         if q.strip():  # an empty box is not an error: show the form (page) or nothing (fragment)
             context["error"] = str(exc)
@@ -119,7 +121,8 @@ def entry(slug: str, request: Request, session: SessionDep,
     # URL with a #fragment is only a scroll (a fragment navigation), so alternate between two URLs.
     again = f"/e/{slug}?run={run}{'' if 'wait' in request.query_params else '&wait=1'}#reproduce"
     return render(request, "entry", {"entry": views.entry(session, e), "refresh_url": again,
-                                     "panel": views.panel(session, slug=slug, e=e, run=shown)})
+                                     "panel": views.panel(session, slug=slug, e=e, run=shown),
+                                     "team": team.entry_extras(session, slug)})
 
 
 def _queue(engine, settings, slug: str) -> tuple[Entry | None, Run | None, str]:
@@ -138,6 +141,8 @@ def _queue(engine, settings, slug: str) -> tuple[Entry | None, Run | None, str]:
 @router.post("/e/{slug}/reproduce", response_class=HTMLResponse)
 async def reproduce(slug: str, request: Request) -> Response:
     """Queue a run; HTMX gets the self-polling panel, a plain form POST a 303 to the entry page."""
+    if (denied := auth.reproduce_denied(request)) is not None:  # sign-in for Reproduce, when set
+        return denied
     state = request.app.state
     e, run, message = await run_in_threadpool(_queue, state.engine, state.settings, slug)
     if e is None:

@@ -1,0 +1,21 @@
+"""Who did what: one row per curator or user action (draft created, feedback given, signed in)."""
+
+from __future__ import annotations
+
+from sqlmodel import Session, select
+
+from .models import TeamAction
+
+
+def log(session: Session, user: str | None, action: str, target: str = "", detail: str = "") -> None:
+    """Add an action to the session (the caller commits it with the change it describes)."""
+    session.add(TeamAction(user=user or "anonymous", action=action, target=target, detail=detail[:500]))
+
+
+def recent(session: Session, limit: int = 50) -> list[TeamAction]:
+    return list(session.exec(select(TeamAction).order_by(TeamAction.at.desc(), TeamAction.id.desc())
+                             .limit(limit)).all())
+
+
+def public(a: TeamAction) -> dict:
+    return {"at": a.at.isoformat(), "user": a.user, "action": a.action, "target": a.target, "detail": a.detail}
