@@ -1,4 +1,5 @@
-"""`pitfalls` command line: serve, sync, search, explain, reproduce, verify, worker, coverage, backup."""
+"""`pitfalls` command line: serve, sync, search, explain, reproduce, verify, worker, coverage, backup,
+misses, feedback."""
 
 from __future__ import annotations
 
@@ -260,6 +261,59 @@ def eval_(files: Annotated[list[Path], typer.Argument(help="JSONL case files or 
               f"  wrong and confident        {figures['wrong_confident']:.1%}  (of all cases)\n"
               f"  abstained on uncovered     {figures['abstain_uncovered']:.1%}\n"
               f"  confident answers right    {figures['confident_precision']:.1%}", highlight=False)
+
+
+@cli.command()
+def misses(limit: Annotated[int, typer.Option(help="Show at most this many")] = 50,
+           draft: Annotated[Optional[int], typer.Option(help="Write a draft entry file for this miss (its id)")] = None,
+           as_json: Annotated[bool, typer.Option("--json", help="Print them as JSON")] = False) -> None:
+    """Searches that ended without a confident match, most frequent first; --draft ID writes a draft
+    entry file for one into the team content folder (drafts/)."""
+    import getpass
+
+    from sqlmodel import Session
+
+    from .team import drafts, misses as team_misses
+
+    settings = Settings()
+    with Session(_ready_engine(settings)) as session:
+        if draft is not None:
+            try:
+                path = drafts.create(session, settings.team_content_dir, draft, f"{getpass.getuser()} (cli)")
+            except drafts.DraftError as exc:
+                err.print(f"[red]{exc}[/red]")
+                raise typer.Exit(2) from None
+            out.print(f"draft written: {path}")
+            return
+        rows = [team_misses.public(m) for m in team_misses.listing(session, settings, limit=limit)]
+    if as_json:
+        out.print_json(json.dumps(rows))
+        return
+    table = Table("id", "seen", "last seen", "error (normalised)", "draft", box=None)
+    for m in rows:
+        table.add_row(str(m["id"]), str(m["count"]), m["last_seen"][:10], m["template"], m["draft_path"] or "")
+    out.print(table)
+    out.print(f"{len(rows)} missed searches" + ("" if settings.record_misses else " (recording is off)"))
+
+
+@cli.command()
+def feedback(export: Annotated[Optional[Path], typer.Option(
+        help="Write the misrouted pastes as evaluation cases (JSONL, as `pitfalls eval` reads)")] = None) -> None:
+    """Feedback per entry ("solved it" / "wrong entry"); --export FILE writes the misrouted pastes."""
+    from sqlmodel import Session
+
+    from .team import feedback as team_feedback
+
+    settings = Settings()
+    with Session(_ready_engine(settings)) as session:
+        if export is not None:
+            n = team_feedback.export(session, export)
+            out.print(f"wrote {n} misrouted pastes to {export} (check them with `pitfalls eval {export}`)")
+            return
+        table = Table("entry", "solved it", "wrong entry", box=None)
+        for c in team_feedback.counts(session):
+            table.add_row(c["slug"], str(c["solved"]), str(c["wrong"]))
+    out.print(table)
 
 
 @cli.command()
