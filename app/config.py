@@ -13,7 +13,9 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="PITFALLS_", extra="ignore")
 
-    database_url: str = Field("sqlite:///pitfalls.db", description="SQLAlchemy URL of the database.")
+    database_url: str = Field("sqlite:///pitfalls.db", description="Database URL. Supported: SQLite "
+                              "(`sqlite:///path`, the embedded default) and PostgreSQL (`postgresql://user:pw@host/db`, "
+                              "needs the `postgres` extra; for several web replicas).")
     content_dir: Path = Field(Path("content"), description="Folder of entry files synced into the database.")
     sync_on_start: bool = Field(True, description="Migrate and sync `content_dir` when the server starts.")
     base_url: str = Field("http://127.0.0.1:8000", description="Public address, used in links printed by the CLI.")
@@ -34,6 +36,8 @@ class Settings(BaseSettings):
     worker_spare: int = Field(2, description="Warmed children each local worker keeps ready.")
     worker_token: str = Field("", description="Shared secret remote workers send; empty: remote workers refused.")
     queue_max: int = Field(64, description="Runs waiting at most; more get 503 with Retry-After.")
+    queue_per_client: int = Field(8, description="Waiting runs one client (signed-in user, else address) may hold; "
+                                  "more get 429 (0: no limit).")
     lease_s: int = Field(30, description="Seconds a worker holds a run without a heartbeat before it is requeued.")
     max_attempts: int = Field(3, description="Times a run is leased before it is marked crashed.")
 

@@ -11,12 +11,15 @@ import hashlib
 import secrets
 from datetime import timedelta
 
-from sqlalchemy import text
+from sqlalchemy import false, text, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, func, select
 
+from .db import QUEUE_CHANNEL
+
 from .config import Settings
-from .models import Entry, Result, Run, Worker, utcnow
+from .models import Entry, Meta, Result, Run, Worker, utcnow
 
 PARTS = ("broken", "fixed")
 GPU_WORKER_FRESH_S = 60  # a GPU worker seen this recently gets the CUDA jobs
@@ -24,6 +27,15 @@ GPU_WORKER_FRESH_S = 60  # a GPU worker seen this recently gets the CUDA jobs
 
 class QueueFull(Exception):
     """The queue holds `queue_max` runs already."""
+
+
+class ClientQueueFull(QueueFull):
+    """This client has `queue_per_client` runs waiting already (others still get their turn)."""
+
+
+def client_key(*, user: object = None, address: str | None = None) -> str:
+    """Whose share of the queue a run counts against: the signed-in user, else the client address."""
+    return f"user:{user}"[:200] if user else f"addr:{address or 'unknown'}"[:200]
 
 
 class LeaseLost(Exception):
@@ -49,13 +61,24 @@ def build_job(entry: Entry, settings: Settings) -> dict:
             "limits": settings.limits(), "snippets": entry_snippets(entry)}
 
 
-def create_run(*, session: Session, entry: Entry, settings: Settings) -> Run:
+def _lock_queue(session: Session) -> None:
+    """Serialise queue writers until commit: a write on the queue's meta row (SQLite: the database's
+    write lock; PostgreSQL: that row's lock, so replicas take turns too)."""
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    stmt = insert(Meta).values(key="queue", value="lock")
+    session.execute(stmt.on_conflict_do_update(index_elements=["key"], set_={"value": "lock"}))
+
+
+def create_run(*, session: Session, entry: Entry, settings: Settings, client: str | None = None) -> Run:
     """Queue a run of both snippets; an identical run already waiting is returned instead.
 
-    Bounded atomically: the queue is locked (a write on its meta row) before it is counted, so
-    concurrent requests cannot all see room for one more.
+    Bounded atomically on both backends: the queue is locked before it is counted, so concurrent
+    requests (threads, or replicas on PostgreSQL) cannot all see room for one more. One client may
+    hold at most `queue_per_client` of the waiting runs (0: no per-client share), so one client cannot
+    monopolise the queue; sharing an identical waiting run costs nothing.
     """
-    session.execute(text("INSERT OR REPLACE INTO meta (key, value) VALUES ('queue', 'lock')"))
+    _lock_queue(session)
     job = build_job(entry, settings)
     waiting = session.exec(select(Run).where(Run.state == "queued", Run.entry_slug == entry.slug)).all()
     for run in waiting:
@@ -67,8 +90,17 @@ def create_run(*, session: Session, entry: Entry, settings: Settings) -> Run:
     if queued >= settings.queue_max:
         session.rollback()
         raise QueueFull(f"{queued} runs are waiting already")
-    run = Run(entry_slug=entry.slug, job=job)
+    if client and settings.queue_per_client:
+        mine = session.exec(select(func.count()).select_from(Run)
+                            .where(Run.state == "queued", Run.job["client"].as_string() == client)).one()
+        if mine >= settings.queue_per_client:
+            session.rollback()
+            raise ClientQueueFull(f"you have {mine} runs waiting already (at most {settings.queue_per_client} "
+                                  "per client); try again when one has started")
+    run = Run(entry_slug=entry.slug, job={**job, "client": client} if client else job)
     session.add(run)
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_notify(:channel, '')"), {"channel": QUEUE_CHANNEL})  # at commit
     session.commit()
     session.refresh(run)
     return run
@@ -97,9 +129,22 @@ def see_worker(*, session: Session, info: dict) -> Worker:
 
 
 def expire_leases(*, session: Session, settings: Settings) -> int:
-    """Requeue runs whose worker went silent; give up on runs that keep killing workers."""
+    """Requeue runs whose worker went silent; give up on runs that keep killing workers.
+
+    Safe with several replicas: the stale rows are locked (PostgreSQL: `FOR UPDATE SKIP LOCKED`, the
+    condition rechecked on the newest row; SQLite: the write lock is taken first), so a run another
+    process has just requeued and leased again is not requeued under its new worker.
+    """
     now = utcnow()
-    stale = session.exec(select(Run).where(Run.state == "running", Run.lease_expires < now)).all()
+    stale_q = select(Run.id).where(Run.state == "running", Run.lease_expires < now)
+    found = session.exec(stale_q.limit(1)).first()  # the common case: one cheap read, nothing stale
+    session.rollback()
+    if found is None:
+        return 0
+    if session.get_bind().dialect.name == "sqlite":
+        _lock_queue(session)
+    stale = session.exec(select(Run).where(Run.state == "running", Run.lease_expires < now)
+                         .with_for_update(skip_locked=True).execution_options(populate_existing=True)).all()
     for run in stale:
         if run.attempts >= settings.max_attempts:
             _finish_missing(run, f"crashed: its worker stopped answering {run.attempts} times")
@@ -110,31 +155,44 @@ def expire_leases(*, session: Session, settings: Settings) -> int:
     return len(stale)
 
 
+def _gpu_job(requires_key: str):
+    """The job's `requires.<key>` on both backends (JSON true/false or an int; missing is false/0)."""
+    field = Run.job[("requires", requires_key)]
+    if requires_key == "gpus":
+        return func.coalesce(field.as_integer(), 0)
+    return func.coalesce(field.as_boolean(), false())
+
+
 def lease_run(*, session: Session, worker: Worker, settings: Settings) -> Run | None:
-    """Atomically hand the oldest suitable queued run to `worker`, or None."""
+    """Atomically hand the oldest suitable queued run to `worker`, or None.
+
+    One UPDATE of the row its subquery picks: on PostgreSQL the pick is `FOR UPDATE SKIP LOCKED`
+    (concurrent leases, from any replica, take different runs instead of waiting on each other); on
+    SQLite the statement holds the write lock.
+    """
     expire_leases(session=session, settings=settings)
     skip_gpu_jobs = False
     if worker.gpus == 0:
         fresh = utcnow() - timedelta(seconds=GPU_WORKER_FRESH_S)
         skip_gpu_jobs = session.exec(select(func.count()).select_from(Worker)
                                      .where(Worker.gpus > 0, Worker.last_seen > fresh)).one() > 0
-    lease = secrets.token_urlsafe(16)
+    pick = select(Run.id).where(Run.state == "queued")
+    if skip_gpu_jobs:
+        pick = pick.where(_gpu_job("cuda") == false(), _gpu_job("gpus") == 0)
+    pick = pick.order_by(Run.id).limit(1).with_for_update(skip_locked=True)
     now = utcnow()
-    row = session.execute(text(
-        "UPDATE run SET state = 'running', lease = :lease, lease_expires = :exp, worker_id = :wid, "
-        "attempts = attempts + 1, started_at = :now WHERE id = ("
-        "  SELECT id FROM run WHERE state = 'queued' AND (:cpu_only = 0 OR ("
-        "    coalesce(json_extract(job, '$.requires.cuda'), 0) = 0 AND "
-        "    coalesce(json_extract(job, '$.requires.gpus'), 0) = 0)) ORDER BY id LIMIT 1"
-        ") RETURNING id"),
-        {"lease": lease, "exp": now + timedelta(seconds=settings.lease_s), "wid": worker.id, "now": now,
-         "cpu_only": int(skip_gpu_jobs)}).first()
+    row = session.execute(
+        update(Run).where(Run.id == pick.scalar_subquery())
+        .values(state="running", lease=secrets.token_urlsafe(16), lease_expires=now + timedelta(seconds=settings.lease_s),
+                worker_id=worker.id, attempts=Run.attempts + 1, started_at=now)
+        .returning(Run.id).execution_options(synchronize_session=False)).first()
     session.commit()
     return session.get(Run, row[0], populate_existing=True) if row else None
 
 
 def _leased(session: Session, run_id: int, lease: str) -> Run:
-    run = session.get(Run, run_id, populate_existing=True)
+    # locked until the caller commits: a lease expiring in another replica waits for this write
+    run = session.get(Run, run_id, populate_existing=True, with_for_update=True)
     if run is None or run.state != "running" or not lease or run.lease != lease:
         raise LeaseLost("this run is not leased to you any more")
     return run

@@ -34,3 +34,76 @@ def searcher(kb_engine, kb_settings):
     from app.search import Searcher
 
     return Searcher.from_settings(kb_engine, kb_settings)
+
+
+# -- both database backends -------------------------------------------------------------------
+# Tests that take `db_url` (or `module_db_url`) run once on SQLite and once on a real PostgreSQL server
+# (tests/pgserver.py: Debian's package, started privately for the session). Where PostgreSQL cannot be
+# installed, its half is skipped with the reason; `-m "not postgres"` runs SQLite only.
+BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    from tests.pgserver import Server, unavailable
+
+    if why := unavailable():
+        pytest.skip(f"PostgreSQL half skipped: {why}")
+    server = Server().start()
+    yield server
+    server.stop()
+
+
+def _new_database(request, backend: str, folder: Path) -> str:
+    if backend == "sqlite":
+        return f"sqlite:///{folder / 'pitfalls.db'}"
+    return request.getfixturevalue("pg_server").database()
+
+
+@pytest.fixture(scope="session")
+def _synced_templates(tmp_path_factory):
+    """Per backend, a database migrated and synced with content/ once, copied for each test."""
+    return {}
+
+
+def _synced_database(request, backend: str, folder: Path) -> str:
+    import shutil
+
+    from app import content
+    from app.config import Settings
+    from app.db import make_engine, migrate
+
+    templates = request.getfixturevalue("_synced_templates")
+    if backend not in templates:
+        if backend == "sqlite":
+            url = f"sqlite:///{request.getfixturevalue('tmp_path_factory').mktemp('template') / 'synced.db'}"
+        else:
+            url = request.getfixturevalue("pg_server").database(name="synced")
+        settings = Settings(database_url=url, content_dir=ROOT / "content")
+        migrate(settings)
+        engine = make_engine(settings)
+        content.sync(engine, settings.content_dir)
+        engine.dispose()  # SQLite: the last connection's close folds the WAL into the file
+        templates[backend] = settings
+    if backend == "sqlite":
+        shutil.copy(templates[backend].sqlite_path(), folder / "pitfalls.db")
+        return f"sqlite:///{folder / 'pitfalls.db'}"
+    return request.getfixturevalue("pg_server").database(template="synced")
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request, tmp_path) -> str:
+    """The URL of a new, empty database (not migrated) on each backend in turn."""
+    return _new_database(request, request.param, tmp_path)
+
+
+@pytest.fixture(params=BACKENDS)
+def synced_db_url(request, tmp_path) -> str:
+    """The URL of a new database, migrated and synced with content/, on each backend in turn."""
+    return _synced_database(request, request.param, tmp_path)
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def module_db_url(request, tmp_path_factory) -> str:
+    """`synced_db_url` shared by one module's tests (for module-scoped apps)."""
+    return _synced_database(request, request.param, tmp_path_factory.mktemp("db"))

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from sqlmodel import Session, func, select
 
-from app import content, runs
+from app import runs
 from app.config import Settings
 from app.db import make_engine, migrate
 from app.models import Entry, Run, utcnow
@@ -15,13 +15,11 @@ from tests.conftest import ROOT
 
 
 @pytest.fixture()
-def db(tmp_path):
-    settings = Settings(database_url=f"sqlite:///{tmp_path}/runs.db", content_dir=ROOT / "content", lease_s=30,
+def db(synced_db_url):  # on SQLite and on PostgreSQL (tests/conftest.py)
+    settings = Settings(database_url=synced_db_url, content_dir=ROOT / "content", lease_s=30,
                         max_attempts=2, queue_max=5)
     migrate(settings)
-    engine = make_engine(settings)
-    content.sync(engine, settings.content_dir)
-    return settings, engine
+    return settings, make_engine(settings)
 
 
 def _worker(session, wid: str, gpus: int = 0):
@@ -148,3 +146,48 @@ def test_runs_worker_first_contact_race_is_absorbed(db, monkeypatch):
         monkeypatch.setattr(s, "get", stale_get)
         worker = _worker(s, "racer", gpus=1)
         assert worker.gpus == 1 and len(calls) == 2
+
+
+def test_runs_one_client_cannot_monopolise_the_queue(db):
+    """Issue 10 item 5: a per-client share of the waiting runs; others still get in, sharing is free."""
+    settings, engine = db
+    settings = settings.model_copy(update={"queue_max": 5, "queue_per_client": 2})
+    with Session(engine) as s:
+        a, b, c = s.exec(select(Entry).where(Entry.data["requires"]["cuda"].as_boolean() == False)  # noqa: E712
+                         .order_by(Entry.slug).limit(3)).all()
+        first = runs.create_run(session=s, entry=a, settings=settings, client="addr:10.0.0.1")
+        runs.create_run(session=s, entry=b, settings=settings, client="addr:10.0.0.1")
+        with pytest.raises(runs.ClientQueueFull, match="at most 2 per client"):
+            runs.create_run(session=s, entry=c, settings=settings, client="addr:10.0.0.1")
+        # another client is not held back; an identical waiting run is shared whoever asks
+        assert runs.create_run(session=s, entry=c, settings=settings, client="user:ana").job["client"] == "user:ana"
+        assert runs.create_run(session=s, entry=a, settings=settings, client="addr:10.0.0.1").id == first.id
+        # once one of its runs has started, the client may queue again
+        assert runs.lease_run(session=s, worker=_worker(s, "w"), settings=settings).id == first.id
+        assert runs.create_run(session=s, entry=a, settings=settings, client="addr:10.0.0.1").id != first.id
+        assert sum(r.job.get("client") == "addr:10.0.0.1"
+                   for r in s.exec(select(Run).where(Run.state == "queued")).all()) == 2
+
+
+def test_runs_per_client_share_holds_under_concurrent_requests(db):
+    """Many requests of one client at once (threads here; replicas on PostgreSQL) get exactly its share."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    settings, engine = db
+    settings = settings.model_copy(update={"queue_max": 50, "queue_per_client": 3})
+    with Session(engine) as s:
+        slugs = [e.slug for e in s.exec(select(Entry).limit(24)).all()]
+
+    def one(slug: str) -> str:
+        with Session(engine) as s:
+            try:
+                runs.create_run(session=s, entry=s.get(Entry, slug), settings=settings, client="addr:greedy")
+                return "ok"
+            except runs.ClientQueueFull:
+                return "refused"
+
+    with ThreadPoolExecutor(12) as pool:
+        outcomes = list(pool.map(one, slugs))
+    assert outcomes.count("ok") == 3 and outcomes.count("refused") == 21
+    assert runs.client_key(user="ana", address="10.0.0.1") == "user:ana"
+    assert runs.client_key(user=None, address="10.0.0.1") == "addr:10.0.0.1"

@@ -81,6 +81,8 @@ def upgrade() -> None:
     )
     op.create_table("meta", sa.Column("key", sa.String(), primary_key=True), sa.Column("value", sa.String(), nullable=False))
 
+    if op.get_bind().dialect.name != "sqlite":
+        return  # FTS5 is SQLite's; PostgreSQL's full-text index comes in 0004_postgres
     # Signature index: external content over `signature`, kept in step by triggers.
     op.execute(f"CREATE VIRTUAL TABLE sig_fts USING fts5(tokens, aux, content='signature', content_rowid='id', tokenize=\"{TOKENIZE}\")")
     op.execute("CREATE TRIGGER signature_ai AFTER INSERT ON signature BEGIN "
@@ -98,6 +100,10 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    if op.get_bind().dialect.name != "sqlite":
+        for table in ("meta", "worker", "result", "run", "signature", "entry"):
+            op.drop_table(table)
+        return
     for name in ("entry_vocab", "entry_fts", "sig_vocab"):
         op.execute(f"DROP TABLE IF EXISTS {name}")
     for trig in ("signature_ai", "signature_ad", "signature_au"):
