@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 8
+VERSION = 9
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # (placeholder, what the reader is told was ignored, pattern); order matters: wide shapes first.
@@ -64,6 +64,8 @@ SIGNAL_LINE = re.compile(r"Assertion `|CUDA error|CUDNN_STATUS|CUBLAS_STATUS|NCC
                          r"cannot open shared object|DLL load failed|not implemented for '|no kernel image|"
                          r"not compatible with the current PyTorch|cuda runtime error|THCudaCheck FAIL|"
                          r"INTERNAL ASSERT FAILED|Expected .+ but got|must match the size|shapes cannot be multiplied", re.I)
+# A log record at error level, or a tool's `error:` line (pip, the compiler): an error line too.
+LOG_ERROR = re.compile(r"^\s*(?:[\d\-:/.,T ]+\s)?(?:\[?(?:ERROR|FATAL|CRITICAL)\]?(?::[\w.]+)*:?|error:)\s*\S")
 FRAME = re.compile(r"^\s*(?:File \"|File '|at \S+\(|\^+\s*$|~+\^*~*\s*$|-+>\s*\d+|\d+\s+\w|Cell In\[|Input In \[|"
                    r"<ipython-input-|\[\d+\]\(vscode-notebook-cell)")
 WARNING_LINE = re.compile(r"^(?:[\w.]*Warning)\b")
@@ -73,7 +75,10 @@ CONTINUATION = re.compile(r"^\s+\S|^\t")
 NOISE = re.compile(r"Traceback \(most recent call last\)|^\s*Exception ignored in|During handling of the above exception|"
                    r"The above exception was the direct cause|Closing remaining open files|python-BaseException|"
                    r"Error in atexit\._run_exitfuncs|^\s*(?:wandb|ERROR:root):|Process finished with exit code|"
-                   r"^\s*(?:Error|Exception|Warning)s?\s*(?:message|type|details)?\s*:?\s*$", re.I)
+                   r"^\s*(?:Error|Exception|Warning)s?\s*(?:message|type|details)?\s*:?\s*$|"
+                   # pip's wrapper around a failed build: the error is in the output it shows
+                   r"^\s*error: (?:subprocess-exited-with-error|metadata-generation-failed)\s*$|^\s*\[end of output\]\s*$|"
+                   r"^\s*note: This error originates from a subprocess", re.I)
 # A line that announces an exception whose message follows on the next lines (VS Code, PyCharm, reports).
 ANNOUNCE = re.compile(r"^(?:.*?(?:发生异常|Exception has occurred|Exception Type|Error Type|Exception Message)\W*)")
 # Markdown and report decoration around a pasted line: quotes, bullets, bold labels, backticks.
@@ -195,7 +200,7 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
                 if more:
                     found.append((i + 0.5, f"{line} {' '.join(more)}"[:JOIN_CHARS], 0.97))
             last_exc = len(found) - 1 - (1 if more and m.group(2) and m.group(2).strip() else 0)
-        elif SIGNAL_LINE.search(s):
+        elif SIGNAL_LINE.search(s) or LOG_ERROR.match(s):
             found.append((i, s, 0.9))
     if last_exc is not None:
         # the final exception's message often goes on over indented lines (state_dict errors)

@@ -61,6 +61,25 @@ Traceback (most recent call last):
 OSError: [WinError 126] The specified module could not be found""",
                           "OSError: [WinError 126] The specified module could not be found",
                           ["During handling of the above exception, another exception occurred:"]),
+    "pip-error-lines": ("""Collecting torch==1.12.1+cu113
+ERROR: Could not find a version that satisfies the requirement torch==1.12.1+cu113 (from versions: 2.2.0, 2.2.1)
+ERROR: No matching distribution found for torch==1.12.1+cu113""",
+                        "ERROR: No matching distribution found for torch==1.12.1+cu113", []),
+    "logger-error-record": ("""[2024-05-02 11:03:12,441] torch.distributed.run: [WARNING] Setting OMP_NUM_THREADS
+ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 (pid: 4121) of binary: /usr/bin/python3""",
+                            "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 "
+                            "(pid: 4121) of binary: /usr/bin/python3", []),
+    "pip-build-wrapper": ("""  Preparing metadata (setup.py) ... error
+  error: subprocess-exited-with-error
+
+  × python setup.py egg_info did not run successfully.
+  ╰─> [3 lines of output]
+      OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install root.
+      [end of output]
+  note: This error originates from a subprocess, and is likely not a problem with pip.
+error: metadata-generation-failed""",
+                          "OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install root.",
+                          ["subprocess-exited-with-error", "metadata-generation-failed", "originates from a subprocess"]),
 }
 
 
