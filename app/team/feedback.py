@@ -25,14 +25,19 @@ MAX_COMMENT = 2000
 
 
 class FeedbackError(ValueError):
-    """Feedback that can't be stored (an unknown entry); the message says which."""
+    """Feedback that can't be stored (an unknown entry); the message says which. `status`: 404 when
+    the entry it is about is unknown, 422 when the entry named as the right one is."""
+
+    def __init__(self, message: str, status: int = 422):
+        super().__init__(message)
+        self.status = status
 
 
 def give(session: Session, *, slug: str, verdict: Verdict, paste: str = "", comment: str = "",
          used: str | None = None, user: str | None = None) -> Feedback:
     """Store one piece of feedback (and who gave it)."""
     if session.get(Entry, slug) is None:
-        raise FeedbackError(f"no entry {slug!r}")
+        raise FeedbackError(f"no entry {slug!r}", 404)
     used = (used or "").strip() or None
     if used is not None and session.get(Entry, used) is None:
         raise FeedbackError(f"no entry {used!r} (the entry you ended up using)")

@@ -135,7 +135,7 @@ def feedback_api(body: FeedbackIn, session: SessionDep, user: MaybeUser) -> dict
         fb = feedback.give(session, slug=body.entry, verdict=body.verdict, paste=body.q, comment=body.comment,
                            used=body.used, user=user.name if user else None)
     except feedback.FeedbackError as exc:
-        raise HTTPException(404 if "no entry" in str(exc) else 422, str(exc)) from None
+        raise HTTPException(exc.status, str(exc)) from None
     return feedback.public(fb)
 
 
