@@ -10,9 +10,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import Engine, make_url
 from sqlmodel import Session, create_engine
 
@@ -21,6 +22,7 @@ from .config import Settings
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 QUEUE_CHANNEL = "pitfalls_queue"  # NOTIFY on it when a run is queued; LISTENed to by every replica
 BACKENDS = ("sqlite", "postgresql")
+STARTUP_LOCK = 0x7069746661  # advisory lock key: migrations and the content sync at start
 log = logging.getLogger("pitfalls")
 
 
@@ -86,6 +88,23 @@ def session_scope(engine: Engine) -> Iterator[Session]:
     """Yield one session per request."""
     with Session(engine) as session:
         yield session
+
+
+@contextmanager
+def startup_lock(engine: Engine) -> Iterator[None]:
+    """Replicas starting at once migrate and sync one after the other (PostgreSQL: an advisory lock
+    held on its own connection; SQLite: one process, nothing to do)."""
+    if backend(engine) != "postgresql":
+        yield
+        return
+    with engine.connect() as conn:
+        conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": STARTUP_LOCK})
+        conn.commit()
+        try:
+            yield
+        finally:
+            conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": STARTUP_LOCK})
+            conn.commit()
 
 
 class QueueListener:

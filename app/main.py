@@ -17,7 +17,7 @@ from sqlmodel import Session
 
 from . import content, runs
 from .config import Settings
-from .db import make_engine, migrate
+from .db import make_engine, migrate, queue_listener, startup_lock
 from .search import Searcher
 from .web import api, workers
 from .web.guard import Guard
@@ -34,13 +34,17 @@ def create_app(settings: Settings | None = None, *, worker_url: str | None = Non
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         if settings.sync_on_start:
-            migrate(settings)
-            report = content.sync(app.state.engine, settings.content_dir, team=settings.team_content_dir)
+            with startup_lock(app.state.engine):  # replicas starting together take turns (PostgreSQL)
+                migrate(settings)
+                report = content.sync(app.state.engine, settings.content_dir, team=settings.team_content_dir)
             log.info("content synced: %s", report)
         with Session(app.state.engine) as session:
             if n := runs.mark_interrupted(session=session):
                 log.warning("%d runs left running by the last server were marked interrupted", n)
-        app.state.queue_event = asyncio.Event()
+        app.state.queue_event = event = asyncio.Event()
+        # PostgreSQL: a run queued by any replica wakes this one's long polls (SQLite: one process)
+        loop = asyncio.get_running_loop()
+        listener = queue_listener(app.state.engine, lambda: loop.call_soon_threadsafe(event.set))
         pool = LocalWorkers(settings, worker_url, app.state.local_token) if worker_url else None
         if pool:
             pool.start()
@@ -49,6 +53,8 @@ def create_app(settings: Settings | None = None, *, worker_url: str | None = Non
         finally:
             if pool:
                 pool.stop()
+            if listener:
+                listener.stop()
             app.state.engine.dispose()
 
     # FastAPIOffline: /docs and /redoc from assets shipped in the package, so they work offline

@@ -32,6 +32,10 @@ class QueueFull(Exception):
 class ClientQueueFull(QueueFull):
     """This client has `queue_per_client` runs waiting already (others still get their turn)."""
 
+    def __init__(self, message: str, waiting: int):
+        super().__init__(message)
+        self.waiting = waiting
+
 
 def client_key(*, user: object = None, address: str | None = None) -> str:
     """Whose share of the queue a run counts against: the signed-in user, else the client address."""
@@ -96,7 +100,7 @@ def create_run(*, session: Session, entry: Entry, settings: Settings, client: st
         if mine >= settings.queue_per_client:
             session.rollback()
             raise ClientQueueFull(f"you have {mine} runs waiting already (at most {settings.queue_per_client} "
-                                  "per client); try again when one has started")
+                                  "per client); try again when one has started", mine)
     run = Run(entry_slug=entry.slug, job={**job, "client": client} if client else job)
     session.add(run)
     if session.get_bind().dialect.name == "postgresql":
@@ -249,7 +253,12 @@ def mark_interrupted(*, session: Session) -> int:
     """On start: runs left running by a stopped server are finished as interrupted.
 
     Queued runs never started: they stay queued, and the next worker takes them.
+    On PostgreSQL, other replicas may be serving the runs that are running (one replica restarting must
+    not fail its siblings' runs): nothing is marked, and the leases of workers that died with this
+    server expire and are requeued like any silent worker's.
     """
+    if session.get_bind().dialect.name == "postgresql":
+        return 0
     stuck = session.exec(select(Run).where(Run.state == "running")).all()
     for run in stuck:
         _finish_missing(run, "interrupted: the server stopped before this run finished; run it again")

@@ -127,6 +127,9 @@ def test_runs_left_running_are_interrupted_and_queued_ones_kept_on_start(db):
         run = client.get(f"/api/runs/{started}").json()
         waiting = client.get(f"/api/runs/{queued}").json()
     assert waiting["state"] == "queued" and waiting["interrupted"] is False  # never started: requeued
+    if engine.dialect.name == "postgresql":  # other replicas may be running it: its lease expires instead
+        assert run["state"] == "running" and run["interrupted"] is False
+        return
     assert run["state"] == "done" and run["interrupted"] is True
     assert run["results"]["broken"]["outcome"] == "crashed" and "interrupted" in run["results"]["broken"]["reason"]
 

@@ -135,10 +135,16 @@ def entry_detail(slug: str, session: SessionDep) -> dict:
             "seeds": d.get("seeds", []), "snippets": runs.entry_snippets(e), "latest": latest}
 
 
-def _queue_run(engine, settings, slug: str) -> dict:
+def _queue_run(engine, settings, slug: str, client: str) -> dict:
     with Session(engine) as session:
-        run = runs.create_run(session=session, entry=get_entry(session, slug), settings=settings)
+        run = runs.create_run(session=session, entry=get_entry(session, slug), settings=settings, client=client)
         return runs.run_public(run)
+
+
+def run_client(request: Request) -> str:
+    """Whose share of the queue a Reproduce counts against: the signed-in user, else the address."""
+    user = auth.current_user(request)
+    return runs.client_key(user=user.name if user else None, address=request.client.host if request.client else None)
 
 
 @router.post("/api/entries/{slug}/reproduce", status_code=202, tags=["runs"])
@@ -148,7 +154,10 @@ async def reproduce(slug: str, request: Request) -> Any:
         return denied
     state = request.app.state
     try:
-        run = await run_in_threadpool(_queue_run, state.engine, state.settings, slug)
+        run = await run_in_threadpool(_queue_run, state.engine, state.settings, slug, run_client(request))
+    except runs.ClientQueueFull as exc:  # one client may not fill the queue for everyone
+        return JSONResponse({"detail": f"too many runs waiting for you: {exc}"}, status_code=429,
+                            headers={"Retry-After": "10"})
     except runs.QueueFull as exc:
         return JSONResponse({"detail": f"the run queue is full ({exc}); try again shortly"}, status_code=503,
                             headers={"Retry-After": "5"})

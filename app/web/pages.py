@@ -21,7 +21,7 @@ from .. import runs
 from ..models import Entry, Run
 from ..search import QueryError
 from ..team import auth, misses
-from . import team, views
+from . import api, team, views
 from .deps import RunId, SearcherDep, SessionDep
 
 HERE = Path(__file__).parent
@@ -125,13 +125,16 @@ def entry(slug: str, request: Request, session: SessionDep,
                                      "team": team.entry_extras(session, slug)})
 
 
-def _queue(engine, settings, slug: str) -> tuple[Entry | None, Run | None, str]:
+def _queue(engine, settings, slug: str, client: str) -> tuple[Entry | None, Run | None, str]:
     with Session(engine) as session:
         e = session.get(Entry, slug)
         if e is None:
             return None, None, ""
         try:
-            run = runs.create_run(session=session, entry=e, settings=settings)
+            run = runs.create_run(session=session, entry=e, settings=settings, client=client)
+        except runs.ClientQueueFull as exc:
+            return e, None, (f"You have {exc.waiting} runs waiting already, the most one person may queue: "
+                             "this one can go in once one of them has started.")
         except runs.QueueFull:
             return e, None, "The run queue is full right now. Nothing was lost: try again in a few seconds."
         session.expunge(run)
@@ -144,25 +147,26 @@ async def reproduce(slug: str, request: Request) -> Response:
     if (denied := auth.reproduce_denied(request)) is not None:  # sign-in for Reproduce, when set
         return denied
     state = request.app.state
-    e, run, message = await run_in_threadpool(_queue, state.engine, state.settings, slug)
+    e, run, message = await run_in_threadpool(_queue, state.engine, state.settings, slug, api.run_client(request))
     if e is None:
         return not_found(request, f"There is no entry “{slug}”.")
-    if run is None:  # the queue is full: say so, with Retry-After, instead of failing
-        return await run_in_threadpool(_queue_full, request, slug, message)
+    if run is None:  # the queue (or this client's share) is full: say so, with Retry-After, instead of failing
+        status = 429 if message.startswith("You have") else 503
+        return await run_in_threadpool(_queue_full, request, slug, message, status)
     state.queue_event.set()  # wake long-polling workers (on the event loop's thread: asyncio.Event)
     if not is_fragment(request):
         return RedirectResponse(f"/e/{slug}?run={run.id}#reproduce", status_code=303)
     return await run_in_threadpool(_run_panel, request, run.id, 202)
 
 
-def _queue_full(request: Request, slug: str, message: str) -> HTMLResponse:
+def _queue_full(request: Request, slug: str, message: str, status: int = 503) -> HTMLResponse:
     with Session(request.app.state.engine) as session:
         e = session.get(Entry, slug)
         context = {"panel": views.panel(session, slug=slug, e=e, message=message)}
         if not is_fragment(request):
             context |= {"entry": views.entry(session, e), "refresh_url": f"/e/{slug}"}
-        return render(request, "entry" if not is_fragment(request) else "run", context, status_code=503,
-                      headers={"Retry-After": "5"})
+        return render(request, "entry" if not is_fragment(request) else "run", context, status_code=status,
+                      headers={"Retry-After": "5" if status == 503 else "10"})
 
 
 def _run_panel(request: Request, run_id: int, status_code: int = 200) -> HTMLResponse:
