@@ -141,7 +141,8 @@ def test_web_service(compose):
     web = compose["services"]["web"]
     assert web["build"]["target"] == "web"
     env = web["environment"]
-    assert env["PITFALLS_DATABASE_URL"] == "sqlite:////data/pitfalls.db"
+    # SQLite in the volume unless .env chooses PostgreSQL (the `postgres` profile)
+    assert env["PITFALLS_DATABASE_URL"] == "${PITFALLS_DATABASE_URL:-sqlite:////data/pitfalls.db}"
     assert env["PITFALLS_LOCAL_WORKERS"] == "0" and env["PITFALLS_HTMX_LOCAL"] == "true"
     assert any(v.split(":")[0] in compose["volumes"] and v.endswith(":/data") for v in web["volumes"])
     (port,) = web["ports"]
@@ -173,6 +174,18 @@ def test_workers_reserve_gpus_and_need_the_token(compose):
         assert w["depends_on"]["web"]["condition"] == "service_healthy"
         assert w["environment"]["PITFALLS_SERVER"] == "http://web:8000"
         assert "ports" not in w and "container_name" not in w, f"{name}: `--scale {name}=N` needs both absent"
+
+
+def test_postgres_profile(compose):
+    """Optional PostgreSQL: the official image, its own volume, a healthcheck the web service waits on."""
+    pg = compose["services"]["postgres"]
+    assert pg["profiles"] == ["postgres"] and pg["image"].startswith("postgres:") and pg["image"] != "postgres:latest"
+    assert any(v.split(":")[0] in compose["volumes"] and v.endswith(":/var/lib/postgresql/data") for v in pg["volumes"])
+    assert "pg_isready" in pg["healthcheck"]["test"]
+    assert re.fullmatch(r"\$\{PITFALLS_POSTGRES_PASSWORD:\?.+\}", pg["environment"]["POSTGRES_PASSWORD"])
+    assert compose["networks"][pg["networks"][0]].get("internal") is True, "the database is not published"
+    dep = compose["services"]["web"]["depends_on"]["postgres"]
+    assert dep == {"condition": "service_healthy", "required": False}
 
 
 def test_nothing_is_privileged(compose):
