@@ -24,8 +24,10 @@ $(VENV)/.test: pyproject.toml
 	# the CPU build CI uses (a wheel cache first; then PyTorch's CPU index; macOS: PyPI's build is CPU)
 	$(PIP) 'torch==2.13.0+cpu' 2>/dev/null || $(PIP) $(CPU_INDEX) 'torch==2.13.0+cpu' 2>/dev/null \
 	  || $(PIP) torch==2.13.0
-	$(PIP) -e '.[test]'
+	$(PIP) -e '.[test,postgres]'
 	scripts/install-chromium
+	# PostgreSQL's server for the tests' PostgreSQL half (they start a private one; skipped where it can't install)
+	scripts/install-postgres
 	touch $@ $(VENV)/.run
 
 run: $(VENV)/.run
