@@ -130,3 +130,14 @@ def test_reproduce_can_require_a_signed_in_user_in_a_group(tmp_path):
         assert r.status_code == 303 and r.headers["location"] == f"/sign-in?next=%2Fe%2F{SLUG}"
         r = c.post(f"/e/{SLUG}/reproduce", headers=ok, follow_redirects=False)
         assert r.status_code == 303 and r.headers["location"].startswith(f"/e/{SLUG}?run=")
+
+
+def test_repeated_group_headers_count_and_a_repeated_user_header_does_not(app):
+    from starlette.datastructures import Headers
+
+    s = app.state.settings
+    both = Headers(raw=[(b"x-forwarded-user", b"cora"), (b"x-forwarded-groups", b"ml"),
+                        (b"x-forwarded-groups", b"curators")])
+    assert auth.identify(s, "10.0.0.1", both, {}).curator(s)
+    twice = Headers(raw=[(b"x-forwarded-user", b"mallory"), (b"x-forwarded-user", b"cora")])
+    assert auth.identify(s, "10.0.0.1", twice, {}) is None

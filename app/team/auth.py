@@ -84,11 +84,22 @@ def token_ok(settings: Settings, token: str) -> bool:
     return bool(settings.admin_token) and secrets.compare_digest(token.encode(), settings.admin_token.encode())
 
 
+def _values(headers, name: str) -> list[str]:
+    """Every value of a header (a Starlette `Headers` keeps repeated ones; a dict has one)."""
+    if hasattr(headers, "getlist"):
+        return headers.getlist(name)
+    return [headers[name]] if headers.get(name) is not None else []
+
+
 def identify(settings: Settings, peer: str | None, headers, cookies) -> User | None:
     """The signed-in user of a request, or None (anonymous)."""
-    if trusted(settings, peer) and (name := (headers.get(settings.user_header) or "").strip()):
-        groups = frozenset(split(headers.get(settings.groups_header) or ""))
-        return User(name[:200], groups, "proxy")
+    if trusted(settings, peer):
+        names = _values(headers, settings.user_header)
+        # one user, or none: several values mean the header was not the proxy's alone (fail closed)
+        if len(names) == 1 and (name := names[0].strip()):
+            # proxies send groups comma-separated on one line or as repeated headers (oauth2-proxy)
+            groups = frozenset(split(",".join(_values(headers, settings.groups_header))))
+            return User(name[:200], groups, "proxy")
     if settings.admin_token:
         scheme, _, token = (headers.get("authorization") or "").partition(" ")
         if scheme.lower() == "bearer" and token_ok(settings, token):
