@@ -43,6 +43,7 @@ TYPO_MIN = 6  # shortest word we try to correct
 TYPO_CUTOFF = 86  # rapidfuzz ratio a correction needs
 TYPO_WEIGHT = 0.7  # a corrected word counts for less than one typed right
 TIE = 0.03
+LINE_DOUBT = 0.5  # share of the line picker's doubt (prose, warnings, earlier exceptions) a match keeps
 UNDECIDED = TIE / 20  # tied entries the rest of the paste separates by less than this: no confident pick
 FILE_MISMATCH = 0.85  # a signature naming another library file than the paste's
 SIGNATURE_CACHE = 200_000  # signatures kept scored in memory (a few hundred bytes each)
@@ -274,11 +275,14 @@ def similarity(line_w: dict[str, float], sig_w: dict[str, float], known_mass: fl
     recall = shared / sum(sig_w.values())
     precision = shared / sum(line_w.values())
     f2 = 5 * precision * recall / (4 * precision + recall)
+    # the whole signature inside a longer line (the user's sentence around it): as strong as a fragment
+    sure = 1 - math.exp(-shared / PARTIAL_MASS)
+    contained = PARTIAL_CAP * recall * recall * sure
     if known_mass:
         inside = shared / known_mass
-        fragment = PARTIAL_CAP * inside * inside * (1 - math.exp(-shared / PARTIAL_MASS))
-        return max(f2, fragment)
-    return f2
+        fragment = PARTIAL_CAP * inside * inside * sure
+        return max(f2, fragment, contained)
+    return max(f2, contained)
 
 
 class Searcher:
@@ -394,7 +398,10 @@ class Searcher:
             sig_tokens, sig_w, words = sig.tokens, sig.weights, sig.words
             sig_quoted, sig_names = sig.quoted, sig.names
             for q in lines:
-                score = similarity(q.weights, sig_w, q.known_mass) * q.weight
+                sim = similarity(q.weights, sig_w, q.known_mass)
+                # how sure the picker is that a line is the error orders lines, but the match decides:
+                # a whole message in a sentence around it is that error
+                score = sim * (1 - LINE_DOUBT * (1 - q.weight))
                 # a signature whose point is a quoted name ("No module named 'models'") must not
                 # claim a paste that quotes other names only
                 if sig_quoted and q.quoted - sig_quoted:

@@ -186,3 +186,27 @@ Traceback (most recent call last):
 {DEVICE_MESSAGE}""")
     assert result.results[0].slug == "optimizer-state-on-cpu-after-resume"
     assert result.confident
+
+
+@pytest.mark.parametrize("paste, slug", [
+    ("On my M1 Mac the script stops with MPS not available because the current PyTorch install was not built "
+     "with MPS enabled. What should I install?", "mps-not-available"),
+    ("after upgrading, training fails with: query should be unbatched 2D or batched 3D tensor but received 4-D "
+     "query tensor (any idea?)", "multihead-attention-input-rank"),
+])
+def test_search_whole_message_inside_a_sentence_is_confident(searcher, paste, slug):
+    # the user's words around a complete, distinctive message do not make it another error
+    result = searcher.search(paste)
+    assert result.results[0].slug == slug
+    assert result.confident, [(h.slug, h.score) for h in result.results[:3]]
+
+
+def test_search_a_warning_pasted_with_the_error_does_not_unsettle_it(searcher):
+    result = searcher.search("""/opt/conda/lib/python3.11/site-packages/torch/functional.py:513: UserWarning: torch.meshgrid: in an upcoming release, it will be required to pass the indexing argument. (Triggered internally at ../aten/src/ATen/native/TensorShape.cpp:3609.)
+  return _VF.meshgrid(tensors, **kwargs)  # type: ignore[attr-defined]
+Traceback (most recent call last):
+  File "train.py", line 12, in <module>
+    y = model(x)
+RuntimeError: mat1 and mat2 shapes cannot be multiplied (32x9216 and 4608x128)""")
+    assert result.results[0].slug in ("linear-in-features-mismatch", "hardcoded-batch-size-last-batch")
+    assert result.confident
