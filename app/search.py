@@ -264,10 +264,12 @@ class SignatureIndex:
 def similarity(line_w: dict[str, float], sig_w: dict[str, float], known_mass: float | None = None) -> float:
     """How well a paste line matches a signature, 0-1.
 
-    F2 of weighted token overlap (how much of the signature the line contains, mostly), or, for a
-    line that is a distinctive fragment of the signature (a truncated or partly pasted message),
-    how much of the line's known words the signature holds, scaled by how distinctive they are.
-    `known_mass` is the line's weight over words the index knows (unknown words are the user's).
+    The best of: F2 of weighted token overlap (how much of the signature the line contains, mostly);
+    for a line that is a distinctive fragment of the signature (a truncated or partly pasted message),
+    how much of the line's known words the signature holds; for a line that holds the whole signature
+    among other words (a sentence around it), how much of the signature it holds. The last two are
+    scaled by how distinctive the shared words are. `known_mass` is the line's weight over words the
+    index knows (unknown words are the user's).
     """
     shared = sum(min(v, line_w[t]) for t, v in sig_w.items() if t in line_w)
     if not shared:
@@ -275,7 +277,6 @@ def similarity(line_w: dict[str, float], sig_w: dict[str, float], known_mass: fl
     recall = shared / sum(sig_w.values())
     precision = shared / sum(line_w.values())
     f2 = 5 * precision * recall / (4 * precision + recall)
-    # the whole signature inside a longer line (the user's sentence around it): as strong as a fragment
     sure = 1 - math.exp(-shared / PARTIAL_MASS)
     contained = PARTIAL_CAP * recall * recall * sure
     if known_mass:
