@@ -361,6 +361,35 @@ def worker(server: Annotated[str, typer.Option(help="URL of the Pitfalls web ser
                                  "--spare", str(spare)]))
 
 
+@cli.command("copy-db")
+def copy_db(target: Annotated[str, typer.Argument(help="URL of the new database, e.g. postgresql://user:pw@host/db")]
+            ) -> None:
+    """Copy this database's run history and results to a new database (moving from SQLite to PostgreSQL).
+
+    The target is migrated and synced from the content folders; runs, results, workers, feedback,
+    missed searches and team actions are copied with their ids. Stop the server first.
+    """
+    from . import content, transfer
+    from .db import make_engine, migrate
+
+    settings = Settings()
+    into = settings.model_copy(update={"database_url": target})
+    migrate(settings)
+    migrate(into)
+    source, dest = make_engine(settings), make_engine(into)
+    try:
+        content.sync(dest, settings.content_dir, team=settings.team_content_dir)
+        counts = transfer.copy_history(source, dest)
+    except (content.ContentError, transfer.TransferError) as exc:
+        err.print(f"[red]not copied:[/red] {exc}")
+        raise typer.Exit(2) from None
+    finally:
+        source.dispose()
+        dest.dispose()
+    out.print("copied " + ", ".join(f"{n} {name}" for name, n in counts.items())
+              + f" to {dest.url.render_as_string(hide_password=True)}")
+
+
 @cli.command()
 def backup(path: Path) -> None:
     """Take a consistent online copy of the SQLite database (safe while the server runs)."""
