@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -56,7 +56,7 @@ class Settings(BaseSettings):
                              "the jsDelivr CDN with a pinned SRI hash.")
 
     # team (missed searches, feedback, team content, sign-in)
-    team_content_dir: Path | None = Field(None, description="The team's own folder, synced beside `content_dir`: "
+    team_content_dir: Path | None = Field("", validate_default=True, description="The team's own folder, synced beside `content_dir`: "
                                           "entries (`<category>/<slug>.toml`), notes on any entry (`notes/<slug>.md`), "
                                           "drafts (`drafts/`).")
     record_misses: bool = Field(True, description="Record searches that end without a confident match (their normalised "
@@ -77,6 +77,11 @@ class Settings(BaseSettings):
                                              "or a curator.")
     reproduce_groups: str = Field("", description="Groups (comma-separated) allowed to Reproduce when it needs sign-in "
                                   "(empty: every signed-in user).")
+
+    @field_validator("team_content_dir", mode="before")
+    @classmethod
+    def _unset_folder(cls, v):
+        return None if v is None or (isinstance(v, str) and not v.strip()) else v
 
     def sqlite_path(self) -> Path | None:
         """The database file when the URL is SQLite, else None."""
