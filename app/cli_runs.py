@@ -155,14 +155,27 @@ def reproduce(slug: str) -> None:
 
 
 @cli.command()
-def doctor() -> None:
-    """What this machine offers the sandbox: device, torch, and which limits are enforced."""
+def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print one JSON report")] = False) -> None:
+    """What this machine offers the sandbox: device, torch, which limits are enforced, and which
+    protections hold (each one found out by running an attacking snippet, not assumed)."""
+    from .sandbox.probe import probe
+
     settings = Settings()
+    db = settings.sqlite_path()
     with _pool(settings, size=1) as pool:
         info = pool.info()
+        protections = probe(pool, code_dir=str(Path(__file__).resolve().parents[1]),
+                            database=str(Path(db).resolve()) if db else None, home=str(Path.home()))
+    if as_json:
+        out.print_json(json.dumps({**info, "protections": protections}, default=str))
+        return
     table = Table("limit", "enforced", "how", box=None)
     for name, v in info["limits_enforced"].items():
         table.add_row(name, "yes" if v["enforced"] else "[yellow]no[/yellow]", v["how"])
+    shield = Table("protection (probed)", "enforced", "evidence", box=None)
+    for name, v in protections.items():
+        shield.add_row(name, "yes" if v["enforced"] else "[yellow]no[/yellow]", v["how"])
     out.print(f"device: {info['device']} · torch {info['torch_version']} · GPUs: {info['gpus']}")
     out.print(f"database: {settings.database_url} · content: {Path(settings.content_dir).resolve()}")
     out.print(table)
+    out.print(shield)

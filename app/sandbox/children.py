@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -48,6 +49,7 @@ class Child:
         self.error: str | None = None
         self.status: dict | None = None  # {"code", "signal"} from the fork server; None: unknown
         self.exited = threading.Event()
+        self.workdir: str | None = None  # the run's folder, made by the pool (it reads results there)
 
     def handle(self, msg: dict, fds: list[int]) -> dict | None:
         """One message from the child; returns the run's result when that is what it was."""
@@ -76,6 +78,8 @@ class Child:
         self.sock.close()
         if self.cgroup:
             self.cgroup.remove()
+        if self.workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 class ForkServer:

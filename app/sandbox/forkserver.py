@@ -74,16 +74,19 @@ def _warm_child(sock: socket.socket, req: dict, gpus: int) -> None:
 
     start = time.perf_counter()
     _devnull_stdio()  # warm-up chatter must not reach the snippet's output
-    net = (True, "network allowed")
-    if not req.get("network", False):
-        net = isolate.no_network()  # before any thread pool starts (user namespaces need that)
+    cgroup = isolate.open_cgroup(req.get("cgroup") or [])  # while we still may open them
+    # Before any thread pool starts (user namespaces need a single thread): namespaces, read-only
+    # mounts, a private /tmp, an unprivileged uid; warm-up already runs confined.
+    confined = isolate.confine(
+        network=req.get("network", False), workdir=req.get("workdir"), tmp_mb=req.get("tmp_mb", 1024)
+    )
+    net = confined["network"]
     fraction = req.get("gpu_memory_fraction", 0.45)
     device = _warm(req.get("warm", "full"), gpus, fraction)
     # Join the run's cgroup after warming up: warm-up memory stays charged where it was (charges do
     # not move with a process), so memory.max bounds what the snippet allocates; and the move
     # (~10 ms on cgroup v1: an RCU grace period) happens before the job, not on its clock.
-    if req.get("cgroup"):
-        isolate.join_cgroup(req["cgroup"])
+    isolate.join_cgroup_fds(cgroup)
     reader = wire.Reader(sock)
     wire.send(
         sock,
@@ -93,6 +96,7 @@ def _warm_child(sock: socket.socket, req: dict, gpus: int) -> None:
             "device": device,
             "network": net[0],
             "network_how": net[1],
+            "confinement": confined,
             "warm_ms": round((time.perf_counter() - start) * 1000, 2),
         },
     )
@@ -118,6 +122,7 @@ def _run_job(
     workdir = job["workdir"]
     os.chdir(workdir)
     os.environ["TMPDIR"] = workdir
+    os.environ["HOME"] = workdir  # the server's home is not the snippet's (and is read-only to it)
     tempfile.tempdir = workdir
     sys.argv = [os.path.join(workdir, execute.SNIPPET_NAME)]
     sys.path.insert(0, workdir)  # like `python snippet.py`
@@ -170,11 +175,11 @@ def _spawn_child(req: dict, fds: list[int]) -> None:
     os.dup2(null, 0)
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
-    if req.get("cgroup"):
-        isolate.join_cgroup(req["cgroup"])
-    if not req.get("network", False):
-        ok, how = isolate.no_network()
-        if not ok:
+    cgroup = isolate.open_cgroup(req.get("cgroup") or [])
+    confined = isolate.confine(network=req.get("network", False), workdir=req["cwd"], tmp_mb=req.get("tmp_mb", 1024))
+    isolate.join_cgroup_fds(cgroup)
+    for ok, how in confined.values():
+        if not ok and "switched off" not in how:
             os.write(2, f"[sandbox] {how}\n".encode())
     isolate.set_run_limits(cpu_s=req["cpu_s"], max_file_mb=req["max_file_mb"])
     os.chdir(req["cwd"])
@@ -213,13 +218,17 @@ class Server:
                     return self.shutdown()
 
     def reap(self) -> None:
-        while self.children:
+        """Report every child's end; kill what its snippet left behind (orphans come to us: we are
+        their subreaper), so no daemon outlives its run even where there are no cgroups."""
+        while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
-                return
+                break
+            if pid not in self.children:  # an orphan of a finished run, reaped
+                continue
             self.children.discard(pid)
             event = {"op": "exit", "pid": pid, "code": None, "signal": None}
             if os.WIFSIGNALED(status):
@@ -227,6 +236,15 @@ class Server:
             else:
                 event["code"] = os.waitstatus_to_exitcode(status)
             self.tell(event)
+        self.kill_orphans()
+
+    def kill_orphans(self) -> None:
+        for pid in _own_children():
+            if pid not in self.children:
+                try:
+                    os.kill(pid, signal.SIGKILL)  # its own children come to us in turn
+                except OSError:
+                    pass
 
     def handle(self, msg: dict, fds: list[int], others: list[int]) -> None:
         op = msg.get("op")
@@ -265,20 +283,46 @@ class Server:
             pass
 
     def shutdown(self) -> None:
-        """The pool went away: nothing we started may outlive us."""
-        for pid in list(self.children):
-            for kill in (os.killpg, os.kill):
-                try:
-                    kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
+        """The pool went away: nothing we started may outlive us, nor what they started."""
         deadline = time.monotonic() + 5
-        while self.children and time.monotonic() < deadline:
-            try:
-                pid, _ = os.waitpid(-1, 0)
-                self.children.discard(pid)
-            except ChildProcessError:
+        while time.monotonic() < deadline:
+            live = set(_own_children()) | self.children
+            if not live:
                 break
+            for pid in live:
+                for kill in (os.killpg, os.kill):
+                    try:
+                        kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+            while True:  # reap what died; orphans of the killed come to us and go round again
+                try:
+                    pid, _ = os.waitpid(-1, os.WNOHANG)
+                except ChildProcessError:
+                    pid = 0
+                if pid == 0:
+                    break
+                self.children.discard(pid)
+            time.sleep(0.005)
+
+
+def _own_children() -> list[int]:
+    """Our live children (orphans adopted as subreaper included), from /proc."""
+    me = os.getpid()
+    try:
+        with open(f"/proc/{me}/task/{me}/children") as fh:
+            return [int(p) for p in fh.read().split()]
+    except OSError:  # no CONFIG_PROC_CHILDREN: scan every process's parent
+        found = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat") as fh:
+                        if int(fh.read().rsplit(")", 1)[1].split()[1]) == me:
+                            found.append(int(entry))
+                except (OSError, IndexError, ValueError):
+                    pass
+        return found
 
 
 def _thread_names() -> list[str]:
@@ -306,6 +350,9 @@ def main(argv: list[str]) -> int:
         from . import execute, isolate  # noqa: F401  (children must not pay for these imports)
         from .requirements import gpu_count
     gpus = gpu_count()
+    import ctypes
+
+    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: a snippet's daemons come to us
     # torch's import starts OpenBLAS's thread pool (one per core); its fork handler shuts the pool
     # down, so one throwaway fork leaves this process single-threaded for every real fork.
     with warnings.catch_warnings():

@@ -10,7 +10,9 @@ import fcntl
 import os
 import resource
 import socket
+import stat
 import struct
+import sys
 
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
@@ -82,3 +84,211 @@ def join_cgroup(procs_files: list[str]) -> None:
     for path in procs_files:
         with open(path, "w") as fh:
             fh.write(str(os.getpid()))
+
+
+# ---------------------------------------------------------------- confinement (issue 10 item 1)
+# The child runs where it cannot write the code, the database or the server's home, with a /tmp
+# and /dev/shm of its own, as a user that cannot write the pool's cgroup files:
+# - root (CAP_SYS_ADMIN): a private mount namespace, everything read-only but the run's folder and
+#   fresh tmpfs on /tmp and /dev/shm, then setuid to an unprivileged uid (no capabilities left);
+# - not root: the same mounts inside an unprivileged user namespace (own uid mapped to itself),
+#   then every capability dropped, so the read-only mounts cannot be undone;
+# - neither: nothing, and `confine` says so. Called while the child is still single-threaded.
+
+CLONE_NEWNS = 0x00020000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 0x1, 0x2, 0x4, 0x1000, 0x4000, 1 << 18
+AT_RECURSIVE, MOUNT_ATTR_RDONLY = 0x8000, 0x1
+_SYS_MOUNT_SETATTR = 442  # the same number on every architecture (syscalls added after 5.1)
+PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG = 38, 1
+DEFAULT_UID = 65534  # nobody
+ENV_UID = "PITFALLS_SANDBOX_UID"  # the unprivileged uid children run as when the pool runs as root
+ENV_CONFINE = "PITFALLS_SANDBOX_CONFINE"  # "0": no namespaces, no uid change (tests, debugging)
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    ]
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(ret: int) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
+    _check(_libc().mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)))
+
+
+def _setattr(path: str, *, set_: int = 0, clr: int = 0, recursive: bool = False) -> None:
+    attr = _MountAttr(set_, clr, 0, 0)
+    libc = _libc()
+    libc.syscall.restype = ctypes.c_long
+    ret = libc.syscall(
+        ctypes.c_long(_SYS_MOUNT_SETATTR),
+        ctypes.c_int(-100),  # AT_FDCWD
+        path.encode(),
+        ctypes.c_uint(AT_RECURSIVE if recursive else 0),
+        ctypes.byref(attr),
+        ctypes.c_size_t(ctypes.sizeof(attr)),
+    )
+    _check(0 if ret == 0 else -1)
+
+
+def _drop_capabilities() -> None:
+    """capset(2) to nothing, for this (single) thread; the bounding set goes too."""
+    libc = _libc()
+    for cap in range(64):
+        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP; EINVAL past the last capability
+            break
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
+    data = (ctypes.c_uint32 * 6)()
+    _check(libc.capset(header, data))
+
+
+def _private_mounts(workdir: str | None, tmp_mb: int) -> None:
+    keep = os.open(workdir, os.O_PATH | os.O_CLOEXEC) if workdir else None
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we do here reaches the host
+    _setattr("/", set_=MOUNT_ATTR_RDONLY, recursive=True)
+    size = f"size={max(16, int(tmp_mb))}m"
+    for point in ("/tmp", "/dev/shm"):
+        if os.path.isdir(point):
+            _mount("tmpfs", point, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,{size}")
+    if keep is not None:
+        # the run's folder (made by the pool, so that it can read results and clean up) keeps its
+        # path, on top of the private /tmp or wherever TMPDIR put it
+        os.makedirs(workdir, exist_ok=True)
+        _mount(f"/proc/self/fd/{keep}", workdir, None, MS_BIND)
+        _setattr(workdir, clr=MOUNT_ATTR_RDONLY)
+        os.close(keep)
+
+
+def confine(*, network: bool, workdir: str | None, tmp_mb: int = 1024) -> dict[str, tuple[bool, str]]:
+    """Namespaces and an unprivileged identity for this child; returns {protection: (done, how)}.
+
+    Replaces `no_network` when used. Must run before any thread starts (user namespaces).
+    """
+    out: dict[str, tuple[bool, str]] = {}
+    if os.environ.get(ENV_CONFINE) == "0":
+        no = (False, f"not enforced: confinement switched off ({ENV_CONFINE}=0)")
+        out = {"filesystem": no, "private_tmp": no, "identity": no}
+        out["network"] = (True, "network allowed") if network else no_network()
+        return out
+    uid, gid = os.getuid(), os.getgid()
+    flags = CLONE_NEWNS | (0 if network else CLONE_NEWNET)
+    mode = None
+    errors = []
+    unreadable = _unreadable_for_others() if os.geteuid() == 0 else None
+    if os.geteuid() == 0 and not unreadable:
+        try:
+            _unshare(flags)
+            mode = "root"
+        except OSError as exc:
+            errors.append(f"unshare(CLONE_NEWNS) as root: {exc.strerror}")
+    if mode is None:
+        try:
+            _unshare(CLONE_NEWUSER | flags)
+            for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+                with open(f"/proc/self/{name}", "w") as fh:
+                    fh.write(text)
+            mode = "userns"
+        except OSError as exc:
+            errors.append(f"unprivileged user namespace: {exc.strerror}")
+    if mode is None:
+        why = "not enforced: " + "; ".join(errors)
+        out = {"filesystem": (False, why), "private_tmp": (False, why)}
+        out["network"] = (True, "network allowed") if network else no_network()
+    else:
+        if not network:
+            how = "network namespace (loopback only)" + (" in a user namespace" if mode == "userns" else "")
+            try:
+                _loopback_up()
+            except OSError as exc:
+                how += f"; loopback left down ({exc.strerror})"
+            out["network"] = (True, how)
+        try:
+            _private_mounts(workdir, tmp_mb)
+            ro = "private mount namespace: every mount read-only but the run's folder"
+            out["filesystem"] = (True, ro + (" (in a user namespace)" if mode == "userns" else ""))
+            out["private_tmp"] = (True, "fresh tmpfs on /tmp and /dev/shm per run")
+        except OSError as exc:
+            why = f"not enforced: mount setup failed ({exc.strerror})"
+            out["filesystem"] = out["private_tmp"] = (False, why)
+    out["identity"] = _drop_identity(mode, workdir, unreadable)
+    return out
+
+
+def _unreadable_for_others() -> str | None:
+    """The first of the interpreter's, the libraries' or our code's folders that another uid cannot
+    read (a Python installed under /root, say), or None: then the child may become `nobody`."""
+    import sysconfig
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for path in (os.path.realpath(sys.executable), os.path.dirname(os.__file__), sysconfig.get_paths()["purelib"], here):
+        parts = os.path.realpath(path).split(os.sep)
+        for i in range(2, len(parts) + 1):
+            p = os.sep.join(parts[:i])
+            try:
+                st = os.stat(p)
+            except OSError:
+                return p
+            need = 0o5 if stat.S_ISDIR(st.st_mode) else 0o4
+            if st.st_mode & need != need:
+                return p
+    return None
+
+
+def _drop_identity(mode: str | None, workdir: str | None, unreadable: str | None) -> tuple[bool, str]:
+    libc = _libc()
+    try:
+        if os.geteuid() == 0 and mode != "userns" and not unreadable:
+            run_uid = int(os.environ.get(ENV_UID) or DEFAULT_UID)
+            if workdir:
+                os.chown(workdir, run_uid, run_uid)
+            os.setgroups([])
+            os.setresgid(run_uid, run_uid, run_uid)
+            os.setresuid(run_uid, run_uid, run_uid)  # every capability goes with root
+            how = f"uid {run_uid}, no capabilities"
+        elif mode == "userns":
+            _drop_capabilities()
+            if unreadable:
+                why = f"{unreadable} is not readable by another uid, so the child keeps uid 0"
+            else:
+                why = "not root: no other uid to take"
+            _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+            return (
+                False,
+                f"partly: the server's uid {os.getuid()} in a user namespace without capabilities ({why}); "
+                "it cannot write what the mounts protect, but may signal the server's processes",
+            )
+        else:
+            libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+            return (False, f"not enforced: runs as the server's uid {os.getuid()} (not root: no other uid to take)")
+        _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))  # no setuid program gives them back
+    except OSError as exc:
+        return (False, f"not enforced: could not drop privileges ({exc.strerror})")
+    return (True, how)
+
+
+def open_cgroup(procs_files: list[str]) -> list[int]:
+    """Open the run's cgroup.procs files now, while we may; `join_cgroup_fds` writes to them later
+    (the kernel checks the opener's rights, and the snippet's view of /sys is read-only)."""
+    return [os.open(p, os.O_WRONLY | os.O_CLOEXEC) for p in procs_files]
+
+
+def join_cgroup_fds(fds: list[int]) -> None:
+    me = str(os.getpid()).encode()
+    for fd in fds:
+        try:
+            os.write(fd, me)
+        finally:
+            os.close(fd)

@@ -203,11 +203,15 @@ class Pool:
 
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         cgroup = self._new_cgroup(limits)
+        # made here, before the fork: the child binds it into its private /tmp, the pool cleans it up
+        workdir = tempfile.mkdtemp(prefix=f"{_WORKDIR_PREFIX}{os.getpid()}-")
         msg = {
             "op": "fork",
             "warm": warm,
             "network": limits.network,
             "gpu_memory_fraction": limits.gpu_memory_fraction,
+            "workdir": workdir,
+            "tmp_mb": limits.memory_mb,  # tmpfs pages are charged to the run's memory cgroup too
         }
         try:
             child = self._server.start_child(msg, [theirs.fileno()], sock=ours, cgroup=cgroup, kind=warm)
@@ -215,8 +219,11 @@ class Pool:
             theirs.close()
         if child is None:
             ours.close()
+            shutil.rmtree(workdir, ignore_errors=True)
             if cgroup:
                 self._cleanup.put(cgroup.remove)
+        else:
+            child.workdir = workdir
         return child
 
     def _await_ready(self, child: Child, timeout: float) -> bool:
@@ -272,7 +279,9 @@ class Pool:
             self.start(wait=False)
         child = None
         with self._cond:
-            while self._ready and child is None:
+            # a spare was confined with the pool's network setting; a job without network in a pool
+            # with it needs a child of its own (the namespace is made before privileges are dropped)
+            while self._ready and child is None and limits.network == self.limits.network:
                 c = self._ready.popleft()
                 if c.exited.is_set() or c.reader.eof:
                     self._cleanup.put(c.retire)
@@ -344,7 +353,7 @@ class Pool:
     def _run_warm(self, job: dict, limits: Limits, cancel: threading.Event | None) -> tuple[dict, Capture]:
         for _attempt in range(3):  # a spare that died while idle: take another
             child = self._take(limits)
-            workdir = tempfile.mkdtemp(prefix=f"{_WORKDIR_PREFIX}{os.getpid()}-")
+            workdir = child.workdir
             cap = Capture(limits.max_output_bytes)
             out_w, err_w = cap.writers()
             msg = {"op": "job", "code": job["code"], "workdir": workdir, "limits": limits.as_dict()}
@@ -353,7 +362,7 @@ class Pool:
                 wire.send(child.sock, msg, [out_w, err_w])
             except OSError:
                 cap.close()
-                self._cleanup.put(lambda c=child, w=workdir: (c.retire(), shutil.rmtree(w, True)))
+                self._cleanup.put(child.retire)
                 continue
             finally:
                 os.close(out_w)
@@ -364,7 +373,7 @@ class Pool:
                 self._note(child)
             finally:
                 cap.close()
-                self._cleanup.put(lambda c=child, w=workdir: (c.retire(), shutil.rmtree(w, True)))
+                self._cleanup.put(child.retire)
             return raw, cap
         raise RuntimeError("no sandbox child would take the job")
 
@@ -383,8 +392,9 @@ class Pool:
             "op": "spawn",
             "args": ["-m", "app.sandbox.execute", jobfile, resfile],
             "cwd": workdir,
-            "env": {"TMPDIR": workdir},
+            "env": {"TMPDIR": workdir, "HOME": workdir},
             "network": limits.network,
+            "tmp_mb": limits.memory_mb,
             "cpu_s": limits.cpu_s + limits.cold_start_s,
             "max_file_mb": limits.max_file_mb,
         }
@@ -396,6 +406,7 @@ class Pool:
             os.close(err_w)
         if child is None:
             cap.close()
+            shutil.rmtree(workdir, ignore_errors=True)
             return blank("crashed", "could not start a process"), cap
         try:
             raw = collect(
@@ -412,7 +423,8 @@ class Pool:
             raw.update(sandbox_pid=child.pid, fresh_process=True)
         finally:
             cap.close()
-            self._cleanup.put(lambda: (child.retire(), shutil.rmtree(workdir, True)))
+            child.workdir = workdir
+            self._cleanup.put(child.retire)
         return raw, cap
 
     # ---------------------------------------------------------------- facts

@@ -85,3 +85,25 @@ def pids_in_group(pgid: int) -> list[int]:
 @pytest.fixture
 def group_pids():
     return pids_in_group
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _named(name: str) -> list[int]:
+    """Live processes whose comm is `name` (PR_SET_NAME keeps 15 bytes)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                comm = Path(f"/proc/{entry}/comm").read_text().strip()
+            except OSError:
+                continue
+            if comm == name[:15] and _alive(int(entry)):
+                found.append(int(entry))
+    return found

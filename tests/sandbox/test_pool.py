@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -15,6 +16,8 @@ import pytest
 
 from app.sandbox.limits import Limits
 from app.sandbox.pool import PoolFull
+
+from .conftest import _named
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTRACT = {
@@ -93,18 +96,19 @@ def test_limits_clamp_unit():
     assert any("memory_mb" in n for n in notes) and any("cpu_s" in n for n in notes)
 
 
-def test_pool_sigkill_mid_run_is_crashed(run, next_run_ok, tmp_path):
-    # Something outside kills the sandbox process mid-run (OOM killer, an operator).
-    pidfile = tmp_path / "pid"
-    code = f"import os, time\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\ntime.sleep(30)\n"
+def test_pool_sigkill_mid_run_is_crashed(run, next_run_ok):
+    # Something outside kills the sandbox process mid-run (OOM killer, an operator). The snippet
+    # cannot write outside its own folder: it names itself (PR_SET_NAME) so that we find it.
+    name = f"pf-k{uuid.uuid4().hex[:10]}"
+    code = f"import ctypes, time\nctypes.CDLL(None).prctl(15, {name.encode()!r}, 0, 0, 0)\ntime.sleep(30)\n"
     result = {}
     t = threading.Thread(target=lambda: result.update(run(code, limits={"timeout_s": 20})))
     t.start()
     deadline = time.monotonic() + 10
-    while not pidfile.exists() or not pidfile.read_text():
+    while not (found := _named(name)):
         assert time.monotonic() < deadline
         time.sleep(0.02)
-    os.kill(int(pidfile.read_text()), signal.SIGKILL)
+    os.kill(found[0], signal.SIGKILL)
     t.join(10)
     assert not t.is_alive()
     assert result["outcome"] == "crashed", result
