@@ -43,6 +43,7 @@ TYPO_MIN = 6  # shortest word we try to correct
 TYPO_CUTOFF = 86  # rapidfuzz ratio a correction needs
 TYPO_WEIGHT = 0.7  # a corrected word counts for less than one typed right
 TIE = 0.03
+CONTEXT_MASS = 60.0  # IDF weight (about ten distinctive words) the rest of a paste needs to count in full
 LINE_DOUBT = 0.5  # share of the line picker's doubt (prose, warnings, earlier exceptions) a match keeps
 UNDECIDED = TIE / 20  # tied entries the rest of the paste separates by less than this: no confident pick
 FILE_MISMATCH = 0.85  # a signature naming another library file than the paste's
@@ -453,7 +454,8 @@ class Searcher:
             # the rest of the paste: the words beyond the matched line (frames, code, prose)
             rest = known - set(WORD.findall(h.line.lower()))
             mass = sum(texts.idf(w) for w in rest)
-            context = sum(texts.idf(w) for w in rest & body) / mass if mass else 0.0
+            # (a paste with little beyond its error line says little: a word or two decide nothing)
+            context = sum(texts.idf(w) for w in rest & body) / max(mass, CONTEXT_MASS) if mass else 0.0
             # how much of what the entry is named for (its title, its slug) the paste shows: an
             # entry named for a circumstance ("... after resuming optimizer.step", "hard-coded
             # batch size") that the paste never mentions fits it less than the general one

@@ -210,3 +210,12 @@ Traceback (most recent call last):
 RuntimeError: mat1 and mat2 shapes cannot be multiplied (32x9216 and 4608x128)""")
     assert result.results[0].slug in ("linear-in-features-mismatch", "hardcoded-batch-size-last-batch")
     assert result.confident
+
+
+def test_search_a_word_or_two_beyond_the_error_line_do_not_pick_the_cause(searcher):
+    # "raise" in the frame is all the paste says besides the message: the entry named for the message wins
+    result = searcher.search('''  File "/usr/lib/python3/dist-packages/torch/cuda/__init__.py", line 310, in _lazy_init
+    raise AssertionError("Torch not compiled with CUDA enabled")
+AssertionError: Torch not compiled with CUDA enabled''')
+    assert result.results[0].slug == "cuda-not-available-cpu-wheel"
+    assert result.confident
