@@ -13,7 +13,7 @@ import logging
 import re
 from datetime import timedelta
 
-from sqlalchemy import delete, update
+from sqlalchemy import delete
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
@@ -55,33 +55,50 @@ def error_lines(paste: str) -> list[str]:
     return seen
 
 
-def record(engine: Engine, settings: Settings, paste: str, *, confident: bool, best: str | None = None) -> bool:
+def _upsert(engine: Engine):
+    """INSERT ... ON CONFLICT for this engine's dialect (SQLite and PostgreSQL both have it)."""
+    if engine.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert  # noqa: PLC0415
+    else:
+        from sqlalchemy.dialects.sqlite import insert  # noqa: PLC0415
+    return insert
+
+
+def record(engine: Engine, settings: Settings, paste: str, *, confident: bool, best: str | None = None,
+           lines: list[str] | None = None) -> bool:
     """Count a search that ended without a confident match; True when something was stored.
 
-    Called where searches are served; never raises into the search (a failure to record is logged
-    by the caller's framework, not shown to the user)."""
+    One statement (an upsert keyed on the template), so that concurrent misses of one error
+    count right and a search pays one write."""
     if confident or not settings.record_misses:
         return False
-    lines = error_lines(paste)
+    lines = error_lines(paste) if lines is None else lines
     if not lines:
         return False
     template, example, now = lines[0], "\n".join(lines), utcnow()
-    with Session(engine) as session:
-        changed = session.execute(update(MissedSearch).where(MissedSearch.template == template).values(
-            count=MissedSearch.count + 1, last_seen=now, example=example, best_slug=best)).rowcount
-        if not changed:
-            session.add(MissedSearch(template=template, example=example, first_seen=now, last_seen=now,
-                                     best_slug=best))
-        session.commit()
+    table = MissedSearch.__table__
+    stmt = _upsert(engine)(table).values(template=template, example=example, count=1, first_seen=now,
+                                          last_seen=now, best_slug=best)
+    stmt = stmt.on_conflict_do_update(index_elements=[table.c.template], set_={
+        "count": table.c.count + 1, "last_seen": now, "example": example, "best_slug": best})
+    with engine.begin() as conn:
+        conn.execute(stmt)
     return True
 
 
-def record_result(request, paste: str, result: dict) -> None:
-    """The hook for the places that serve searches: `result` is a search's `as_dict()` or view."""
+def on_search(request, paste: str, result: dict) -> str:
+    """The hook where searches are served (a search's `as_dict()` or the page's view of it): record
+    the search when it missed, and hand back its normalised error lines (what a feedback form may
+    carry back; never the paste). A failure to record never fails the search."""
+    lines = error_lines(paste)
     state = request.app.state
     hits = result.get("results", result.get("hits")) or []
-    record(state.engine, state.settings, paste, confident=bool(result.get("confident")),
-           best=hits[0]["slug"] if hits else None)
+    try:
+        record(state.engine, state.settings, paste, confident=bool(result.get("confident")),
+               best=hits[0]["slug"] if hits else None, lines=lines)
+    except Exception:  # noqa: BLE001
+        log.exception("recording a missed search failed")
+    return "\n".join(lines)
 
 
 def prune(session: Session, settings: Settings) -> int:
@@ -105,12 +122,3 @@ def public(m: MissedSearch) -> dict:
             "best_slug": m.best_slug, "draft_path": m.draft_path, "drafted_by": m.drafted_by,
             "drafted_at": m.drafted_at.isoformat() if m.drafted_at else None}
 
-
-def on_search(request, paste: str, result: dict) -> str:
-    """The hook where searches are served: record the search when it missed, and hand back its
-    normalised error lines (what a feedback form may carry back; never the paste)."""
-    try:
-        record_result(request, paste, result)
-    except Exception:  # noqa: BLE001  (a failure to record must not fail the search)
-        log.exception("recording a missed search failed")
-    return "\n".join(error_lines(paste))
