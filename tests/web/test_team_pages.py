@@ -136,3 +136,31 @@ def test_proxy_header_counts_only_from_a_trusted_address(browser, tmp_path, cont
                 assert "/sign-in?next=" in page.url and page.locator("#nav-user").count() == 0
     finally:
         context.close()
+
+
+def test_team_pages_fit_a_phone(browser, team_server):
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    page = context.new_page()
+    try:
+        page.request.post(team_server.url + "/api/search", data={"q": MISSED.replace("12", "13")})
+        page.request.post(team_server.url + "/api/feedback", data={"entry": SLUG, "verdict": "wrong", "q": TRACEBACK})
+        wide = []
+        for path in ("/sign-in", f"/e/{SLUG}"):
+            page.goto(team_server.url + path)
+            if page.evaluate("document.documentElement.scrollWidth > window.innerWidth"):
+                wide.append(path)
+        sign_in(page, team_server)
+        assert page.locator("table.misses tr").count() >= 2
+        if page.evaluate("document.documentElement.scrollWidth > window.innerWidth"):
+            wide.append("/team")
+        page.goto(team_server.url + "/")
+        page.locator("textarea#q").fill(TRACEBACK)
+        page.locator("form.search button[type=submit]").click()
+        page.wait_for_url("**/search")
+        page.locator("#results li.hit.best button", has_text="Wrong entry for my error").click()
+        page.wait_for_url("**/feedback")
+        if page.evaluate("document.documentElement.scrollWidth > window.innerWidth"):
+            wide.append("/feedback")
+        assert not wide, f"pages wider than a phone: {wide}"
+    finally:
+        context.close()
