@@ -145,6 +145,28 @@ def evaluate(cases: list[Case], search: Callable[[str], SearchResult], known: se
     return Report(outcomes, unknown)
 
 
+def verdicts(report: Report) -> dict[str, str]:
+    """Each case's verdict by id: what `pitfalls eval --save` keeps to compare a later run with."""
+    return {o.case.id: o.verdict for o in report.outcomes}
+
+
+# from worst to best: a confident wrong answer misleads; a miss only fails to help
+RANK = {"wrong-confident": 0, "missed": 1, "unsure-top3": 2, "right": 3, "abstained": 3}
+
+
+def changes(before: dict[str, str], report: Report) -> dict[str, list[tuple[str, str, str]]]:
+    """Cases whose verdict changed since `before`: (id, was, now), split into better and worse.
+
+    What a content author runs after writing an entry: did it take pastes that belong elsewhere?
+    """
+    moved: dict[str, list[tuple[str, str, str]]] = {"better": [], "worse": []}
+    for case_id, now in verdicts(report).items():
+        was = before.get(case_id)
+        if was in RANK and was != now:
+            moved["better" if RANK[now] > RANK[was] else "worse"].append((case_id, was, now))
+    return moved
+
+
 def threshold_table(report: Report, thresholds: Iterable[float]) -> list[dict[str, float]]:
     """What each confidence threshold would give on these cases (for choosing the setting).
 
