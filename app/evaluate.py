@@ -162,7 +162,7 @@ def changes(before: dict[str, str], report: Report) -> dict[str, list[tuple[str,
     moved: dict[str, list[tuple[str, str, str]]] = {"better": [], "worse": []}
     for case_id, now in verdicts(report).items():
         was = before.get(case_id)
-        if was in RANK and was != now:
+        if was in RANK and RANK[now] != RANK[was]:
             moved["better" if RANK[now] > RANK[was] else "worse"].append((case_id, was, now))
     return moved
 
