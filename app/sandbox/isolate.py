@@ -180,15 +180,13 @@ def confine(*, network: bool, workdir: str | None, tmp_mb: int = 1024) -> dict[s
     out: dict[str, tuple[bool, str]] = {}
     if os.environ.get(ENV_CONFINE) == "0":
         no = (False, f"not enforced: confinement switched off ({ENV_CONFINE}=0)")
-        out = {"filesystem": no, "private_tmp": no, "identity": no}
+        out = {"filesystem": no, "private_tmp": no, "home": no, "identity": no}
         out["network"] = (True, "network allowed") if network else no_network()
         return out
-    uid, gid = os.getuid(), os.getgid()
     flags = CLONE_NEWNS | (0 if network else CLONE_NEWNET)
     mode = None
     errors = []
-    unreadable = _unreadable_for_others() if os.geteuid() == 0 else None
-    if os.geteuid() == 0 and not unreadable:
+    if os.geteuid() == 0:
         try:
             _unshare(flags)
             mode = "root"
@@ -196,16 +194,13 @@ def confine(*, network: bool, workdir: str | None, tmp_mb: int = 1024) -> dict[s
             errors.append(f"unshare(CLONE_NEWNS) as root: {exc.strerror}")
     if mode is None:
         try:
-            _unshare(CLONE_NEWUSER | flags)
-            for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
-                with open(f"/proc/self/{name}", "w") as fh:
-                    fh.write(text)
+            _enter_user_namespace(flags)
             mode = "userns"
         except OSError as exc:
             errors.append(f"unprivileged user namespace: {exc.strerror}")
     if mode is None:
         why = "not enforced: " + "; ".join(errors)
-        out = {"filesystem": (False, why), "private_tmp": (False, why)}
+        out = {"filesystem": (False, why), "private_tmp": (False, why), "home": (False, why)}
         out["network"] = (True, "network allowed") if network else no_network()
     else:
         if not network:
@@ -223,8 +218,56 @@ def confine(*, network: bool, workdir: str | None, tmp_mb: int = 1024) -> dict[s
         except OSError as exc:
             why = f"not enforced: mount setup failed ({exc.strerror})"
             out["filesystem"] = out["private_tmp"] = (False, why)
-    out["identity"] = _drop_identity(mode, workdir, unreadable)
+        try:
+            out["home"] = _hide_home()
+        except OSError as exc:
+            out["home"] = (False, f"not enforced: the server's home stays visible ({exc.strerror})")
+    out["identity"] = _drop_identity(mode, workdir)
     return out
+
+
+def _enter_user_namespace(flags: int) -> None:
+    """A user namespace where we keep our uid (the one id an unprivileged process may map)."""
+    uid, gid = os.getuid(), os.getgid()
+    _unshare(CLONE_NEWUSER | flags)
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as fh:
+            fh.write(text)
+
+
+def _needed_paths() -> list[str]:
+    """Folders the child must read to go on running Python: the interpreter, the libraries, our code."""
+    import sysconfig
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = [os.path.dirname(os.path.realpath(sys.executable)), sys.prefix, sys.base_prefix, sys.exec_prefix, here]
+    paths += [sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    paths += [p for p in sys.path if p and os.path.isabs(p)]
+    return [os.path.realpath(p) for p in paths if os.path.isdir(p)]
+
+
+def _hide_home() -> tuple[bool, str]:
+    """An empty tmpfs over the server user's home (its keys, tokens, caches), with only the folders
+    Python needs bound back, read-only (a pyenv or a venv under /root, a checkout under ~)."""
+    import pwd
+
+    home = os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir)
+    if home in ("/", "") or not os.path.isdir(home):
+        return (True, f"no home folder to hide ({home!r})")
+    keep = sorted({p for p in _needed_paths() if p == home or p.startswith(home + os.sep)})
+    keep = [p for p in keep if not any(p != q and p.startswith(q + os.sep) for q in keep)]
+    if home in keep:
+        return (False, f"not enforced: Python or our code lives at the home folder itself ({home})")
+    fds = [(p, os.open(p, os.O_PATH | os.O_CLOEXEC)) for p in keep]
+    _mount("tmpfs", home, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+    for path, fd in fds:
+        os.makedirs(path, mode=0o755, exist_ok=True)
+        _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+        _setattr(path, set_=MOUNT_ATTR_RDONLY, recursive=True)
+        os.close(fd)
+    _setattr(home, set_=MOUNT_ATTR_RDONLY)
+    shown = ", ".join(keep) or "nothing"
+    return (True, f"{home} replaced by an empty read-only folder; bound back read-only: {shown}")
 
 
 def _unreadable_for_others() -> str | None:
@@ -247,36 +290,44 @@ def _unreadable_for_others() -> str | None:
     return None
 
 
-def _drop_identity(mode: str | None, workdir: str | None, unreadable: str | None) -> tuple[bool, str]:
+def _drop_identity(mode: str | None, workdir: str | None) -> tuple[bool, str]:
+    """Root becomes `nobody` (or ENV_UID) where that uid can read what Python needs; otherwise the
+    child keeps its uid inside a user namespace and loses every capability. Either way no setuid
+    program can give privileges back (no_new_privs)."""
     libc = _libc()
+    unreadable = None
     try:
-        if os.geteuid() == 0 and mode != "userns" and not unreadable:
-            run_uid = int(os.environ.get(ENV_UID) or DEFAULT_UID)
-            if workdir:
-                os.chown(workdir, run_uid, run_uid)
-            os.setgroups([])
-            os.setresgid(run_uid, run_uid, run_uid)
-            os.setresuid(run_uid, run_uid, run_uid)  # every capability goes with root
-            how = f"uid {run_uid}, no capabilities"
-        elif mode == "userns":
+        if os.geteuid() == 0 and mode != "userns":
+            unreadable = _unreadable_for_others()
+            if not unreadable:
+                run_uid = int(os.environ.get(ENV_UID) or DEFAULT_UID)
+                if workdir:
+                    os.chown(workdir, run_uid, run_uid)
+                os.setgroups([])
+                os.setresgid(run_uid, run_uid, run_uid)
+                os.setresuid(run_uid, run_uid, run_uid)  # every capability goes with root
+                _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+                return (True, f"uid {run_uid}, no capabilities")
+            if mode == "root":
+                _enter_user_namespace(0)  # uid 0 kept, but only inside: no capability outside
+                mode = "userns"
+        if mode == "userns":
             _drop_capabilities()
-            if unreadable:
-                why = f"{unreadable} is not readable by another uid, so the child keeps uid 0"
-            else:
-                why = "not root: no other uid to take"
             _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+            why = (
+                f"{unreadable} is not readable by uid {os.environ.get(ENV_UID) or DEFAULT_UID}"
+                if unreadable
+                else "not root: no other uid to take"
+            )
             return (
                 False,
                 f"partly: the server's uid {os.getuid()} in a user namespace without capabilities ({why}); "
                 "it cannot write what the mounts protect, but may signal the server's processes",
             )
-        else:
-            libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-            return (False, f"not enforced: runs as the server's uid {os.getuid()} (not root: no other uid to take)")
-        _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))  # no setuid program gives them back
+        libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        return (False, f"not enforced: runs as the server's uid {os.getuid()} with its rights")
     except OSError as exc:
         return (False, f"not enforced: could not drop privileges ({exc.strerror})")
-    return (True, how)
 
 
 def open_cgroup(procs_files: list[str]) -> list[int]:

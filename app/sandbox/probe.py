@@ -76,6 +76,11 @@ except OSError:
 with open('/proc/self/status') as fh:
     report['caps'] = next((l.split()[1] for l in fh if l.startswith('CapEff:')), '?')
 report['uid'] = os.getuid()
+try:
+    with open(SECRET) as fh:
+        report['secret_read'] = fh.read() != ''
+except OSError:
+    report['secret_read'] = False
 r, w = os.pipe()
 if os.fork() == 0:
     os.setsid()
@@ -119,7 +124,15 @@ def probe(pool, *, code_dir: str | None, database: str | None, home: str | None)
     os.close(fd)
     leak = os.path.join(tempfile.gettempdir(), f"pitfalls-probe-leak-{tag}")
     daemon = f"pf-probe-{tag}"[:15]
-    params = f"TARGETS = {targets!r}\nMARKER = {marker!r}\nLEAK = {leak!r}\nDAEMON = {daemon!r}\n"
+    secret = os.path.join(home, f".pitfalls-probe-secret-{tag}") if home else None
+    if secret:
+        fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, b"secret")
+        os.close(fd)
+    params = (
+        f"TARGETS = {targets!r}\nMARKER = {marker!r}\nLEAK = {leak!r}\nDAEMON = {daemon!r}\n"
+        f"SECRET = {secret or '/nonexistent'!r}\n"
+    )
     job = {"code": params + _SNIPPET, "expect": None, "check": None, "requires": {}, "fresh_process": False}
     try:
         out = pool.run({**job, "limits": {"timeout_s": 30}})
@@ -135,7 +148,7 @@ def probe(pool, *, code_dir: str | None, database: str | None, home: str | None)
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        for path in [marker, leak] + [p for k, (p, _m) in targets.items() if k != "database"]:
+        for path in [marker, leak, secret or ""] + [p for k, (p, _m) in targets.items() if k != "database"]:
             try:
                 os.unlink(path)
             except OSError:
@@ -174,6 +187,13 @@ def probe(pool, *, code_dir: str | None, database: str | None, home: str | None)
         result[key] = {
             "enforced": got != "written",
             "how": f"writing {path}: {got}" if got != "written" else f"the snippet could write {path}",
+        }
+    if secret:
+        result["home_secrets"] = {
+            "enforced": not report["secret_read"],
+            "how": f"the snippet read {secret} (mode 600, the server's)"
+            if report["secret_read"]
+            else "a file private to the server's user in its home was not readable",
         }
     result["privileges"] = {
         "enforced": report["caps"].strip("0") == "" and report["uid"] != os.getuid(),

@@ -22,7 +22,7 @@ from app.sandbox.pool import Pool
 from .conftest import ROOT, TEST_LIMITS, _named, _run
 from .test_escape import DAEMON, ESCAPE
 
-FS_KEYS = ("code", "database", "home", "private_tmp")
+FS_KEYS = ("code", "database", "home", "home_secrets", "private_tmp")
 
 
 def _doctor(env: dict) -> dict:
@@ -40,6 +40,9 @@ def _truth(pool, db: Path) -> dict[str, bool]:
     in_repo, in_home = ROOT / f".truth-{tag}", Path.home() / f".truth-{tag}"
     fd, marker = tempfile.mkstemp(prefix="pitfalls-truth-")
     os.close(fd)
+    secret = Path.home() / f".truth-secret-{tag}"
+    secret.write_text("secret")
+    secret.chmod(0o600)
     name = f"pf-t{tag}"
     code = ESCAPE + DAEMON + (
         "def w(p, m):\n"
@@ -50,7 +53,7 @@ def _truth(pool, db: Path) -> dict[str, bool]:
         "        return False\n"
         f"print(json.dumps({{'esc': escape(), 'repo': w({str(in_repo)!r}, 'x'), "
         f"'home': w({str(in_home)!r}, 'x'), 'db': w({str(db)!r}, 'r+'), "
-        f"'marker': os.path.exists({marker!r}), "
+        f"'marker': os.path.exists({marker!r}), 'secret': w({str(secret)!r}, 'r'), "
         "'caps': [l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff')][0], "
         f"'uid': os.getuid(), 'daemon': daemonize({name!r}, escape_first=True)}}))\n"
     )
@@ -64,7 +67,7 @@ def _truth(pool, db: Path) -> dict[str, bool]:
     finally:
         for pid in _named(name):
             os.kill(pid, signal.SIGKILL)
-        for p in (in_repo, in_home, Path(marker)):
+        for p in (in_repo, in_home, Path(marker), secret):
             p.unlink(missing_ok=True)
     return {
         "cgroup_escape": bool(got["esc"]["tried"]) and not got["esc"]["moved"],
@@ -73,6 +76,7 @@ def _truth(pool, db: Path) -> dict[str, bool]:
         "home": not got["home"],
         "database": not got["db"],
         "private_tmp": not got["marker"],
+        "home_secrets": not got["secret"],
         "privileges": got["caps"].strip("0") == "" and got["uid"] != os.getuid(),
     }
 

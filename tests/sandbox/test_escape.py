@@ -292,6 +292,26 @@ def test_snippet_cannot_write_repo_database_or_home(pool, isolation):
             p.unlink(missing_ok=True)
 
 
+def test_snippet_cannot_read_the_servers_home(pool, isolation):
+    # The server user's own files (keys, tokens) are hidden, not merely read-only.
+    secret = Path.home() / f".pitfalls-secret-{uuid.uuid4().hex[:8]}"
+    secret.write_text("hunter2")
+    secret.chmod(0o600)
+    code = (
+        "try:\n"
+        f"    with open({str(secret)!r}) as fh:\n"
+        "        print('read', fh.read())\n"
+        "except OSError as exc:\n"
+        "    print('refused', type(exc).__name__)\n"
+    )
+    try:
+        out = _run(pool, code)
+        assert out["outcome"] == "ok", out
+        assert out["stdout"].startswith("refused"), out["stdout"]
+    finally:
+        secret.unlink()
+
+
 def test_tmp_is_private_to_the_run(pool, isolation):
     fd, host_marker = tempfile.mkstemp(prefix="pitfalls-host-marker-", dir="/tmp")
     os.close(fd)
