@@ -213,17 +213,25 @@ def eval_(files: Annotated[list[Path], typer.Argument(help="JSONL case files or 
           as_json: Annotated[bool, typer.Option("--json", help="Print figures and misses as JSON")] = False,
           show_misses: Annotated[bool, typer.Option("--misses/--no-misses", help="List each miss")] = True,
           thresholds: Annotated[bool, typer.Option(help="Also print what each confidence threshold gives")] = False,
+          save: Annotated[Optional[Path], typer.Option(help="Write each case's verdict to this JSON file")] = None,
+          against: Annotated[Optional[Path], typer.Option(help="List the cases whose verdict changed since a "
+                                                                 "file written by --save")] = None,
           ) -> None:
-    """Score search on real pastes: top-1 confident-and-right, top-3, wrong-and-confident, abstention."""
+    """Score search on real pastes: top-1 confident-and-right, top-3, wrong-and-confident, abstention.
+
+    Writing entries: `--save before.json` first, then `--against before.json` shows what they changed."""
     from sqlmodel import Session, select
 
-    from .evaluate import EvalFileError, evaluate, load_cases, threshold_table
+    from .evaluate import EvalFileError, changes, evaluate, load_cases, threshold_table, verdicts
     from .models import Entry
     from .search import Searcher
 
     try:
         cases = load_cases(files)
-    except EvalFileError as exc:
+        before = json.loads(against.read_text(encoding="utf-8")) if against else None
+        if before is not None and not isinstance(before, dict):
+            raise EvalFileError(f"{against}: not a file written by --save")
+    except (OSError, ValueError) as exc:
         err.print(f"[red]{exc}[/red]", soft_wrap=True, highlight=False)
         raise typer.Exit(2) from None
     settings = Settings()
@@ -233,10 +241,13 @@ def eval_(files: Annotated[list[Path], typer.Argument(help="JSONL case files or 
     searcher = Searcher.from_settings(engine, settings)
     report = evaluate(cases, searcher.search, known)
     figures = report.figures()
+    if save:
+        save.write_text(json.dumps(verdicts(report), indent=0), encoding="utf-8")
+    moved = changes(before, report) if before is not None else None
     misses = report.misses() if show_misses else []
     if as_json:
         out.print_json(json.dumps({
-            "figures": figures, "unknown_slugs": report.unknown_slugs,
+            "figures": figures, "unknown_slugs": report.unknown_slugs, "changed": moved,
             "misses": [{"id": o.case.id, "verdict": o.verdict, "ok": list(o.case.ok), "got": o.ranked[:3],
                         "score": o.score, "source": o.case.source} for o in misses]}))
         return
@@ -247,6 +258,9 @@ def eval_(files: Annotated[list[Path], typer.Argument(help="JSONL case files or 
                   highlight=False, soft_wrap=True)
     for case_id, slugs in report.unknown_slugs.items():
         err.print(f"[red]{case_id}: unknown entry {', '.join(slugs)}[/red]")
+    for way, colour in (("better", "green"), ("worse", "red")):
+        for case_id, was, now in (moved or {}).get(way, []):
+            out.print(f"[{colour}]{way:6}[/{colour}] {case_id:14} {was} -> {now}", highlight=False)
     if thresholds:
         searcher.confident_score = 0.0  # every other part of the rule still applies
         unthresholded = evaluate(cases, searcher.search, known)

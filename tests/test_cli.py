@@ -88,6 +88,26 @@ def test_cli_eval_scores_cases_and_lists_misses(env, tmp_path):
     assert report["misses"][0]["got"][0] == "backward-graph-second-time"
 
 
+def test_cli_eval_saves_verdicts_and_shows_what_changed(env, tmp_path):
+    import json
+
+    cases = tmp_path / "cases.jsonl"
+
+    def write(label):
+        cases.write_text(json.dumps({"id": "c1", "text": TRACEBACK.decode(), "ok": [label]}) + "\n")
+
+    write("backward-graph-second-time")
+    saved = tmp_path / "before.json"
+    assert pitfalls(env, "eval", str(cases), "--save", str(saved)).returncode == 0
+    assert json.loads(saved.read_text()) == {"c1": "right"}
+    write("view-non-contiguous")  # now the confident answer is wrong for this case
+    r = pitfalls(env, "eval", str(cases), "--against", str(saved), "--json")
+    assert r.returncode == 0, r.stderr.decode()
+    assert json.loads(r.stdout)["changed"] == {"better": [], "worse": [["c1", "right", "wrong-confident"]]}
+    r = pitfalls(env, "eval", str(cases), "--against", str(tmp_path / "missing.json"))
+    assert r.returncode == 2 and b"missing.json" in r.stderr
+
+
 def test_cli_eval_names_the_bad_line(env, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "text": "x", "ok": []}\n{"id": "b", "text": 5}\n')
