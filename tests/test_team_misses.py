@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import text, update
+from sqlalchemy import select, text, update
 from sqlmodel import Session
 from typer.testing import CliRunner
 
@@ -67,9 +67,20 @@ def client(tmp_path_factory):
 AUTH = {"Authorization": "Bearer tok"}
 
 
+def age(client: TestClient, seconds: float) -> None:
+    """Move every recorded miss `seconds` into the past (instead of waiting)."""
+    with Session(client.app.state.engine) as session:
+        for m in session.scalars(select(MissedSearch)).all():
+            m.first_seen -= timedelta(seconds=seconds)
+            m.last_seen -= timedelta(seconds=seconds)
+            session.add(m)
+        session.commit()
+
+
 def test_a_missed_search_is_stored_without_paths_or_user_names(client):
     r = client.post("/api/search", json={"q": MISSED})
     assert r.status_code == 200 and r.json()["confident"] is False
+    age(client, misses.REPEAT_S + 1)
     client.post("/search", data={"q": MISSED})  # the page records too
     rows = client.get("/api/team/misses", headers=AUTH).json()
     row = next(m for m in rows if m["template"].startswith("FrobnicationError"))
@@ -90,6 +101,7 @@ def test_confident_searches_are_not_recorded(client):
 
 
 def test_misses_group_by_template_most_frequent_first(client):
+    age(client, misses.TYPING_S + 1)
     client.post("/api/search", json={"q": "QuuxError: the quux overflowed at step 5"})
     client.post("/api/search", json={"q": SAME_TEMPLATE})
     rows = client.get("/api/team/misses", headers=AUTH).json()
@@ -181,6 +193,7 @@ def test_cli_lists_misses_and_writes_a_draft(tmp_path, monkeypatch):
     with make_client(tmp_path, team_content_dir=team) as c:
         c.post("/api/search", json={"q": MISSED})
         c.post("/api/search", json={"q": "QuuxError: the quux overflowed at step 5"})
+        age(c, misses.REPEAT_S + 1)
         c.post("/api/search", json={"q": "QuuxError: the quux overflowed at step 6"})
     runner = CliRunner()
     r = runner.invoke(cli, ["misses", "--json"], env=env)
@@ -195,3 +208,18 @@ def test_cli_lists_misses_and_writes_a_draft(tmp_path, monkeypatch):
     assert len(drafted) == 1 and "QuuxError: the quux overflowed at step _num_" in drafted[0].read_text()
     r = runner.invoke(cli, ["misses", "--draft", "999"], env=env)
     assert r.exit_code == 2 and "no missed search 999" in r.output
+
+
+def test_live_search_while_typing_records_one_miss(tmp_path):
+    with make_client(tmp_path) as c:
+        for typed in ("ZapError: the z", "ZapError: the zap coil", "ZapError: the zap coil melted at 41",
+                      "ZapError: the zap coil melted at 412", "ZapError: the zap coil melted"):
+            c.post("/search", data={"q": typed}, headers={"HX-Request": "true"})
+        rows = c.get("/api/team/misses", headers=AUTH).json()
+        assert [(m["template"], m["count"]) for m in rows] == [("ZapError: the zap coil melted at _num_", 1)]
+        age(c, misses.REPEAT_S + 1)  # someone else, later: counted
+        c.post("/api/search", json={"q": "ZapError: the zap coil melted at 7"})
+        assert c.get("/api/team/misses", headers=AUTH).json()[0]["count"] == 2
+        age(c, misses.TYPING_S + 1)  # an old miss is not replaced by a longer one
+        c.post("/api/search", json={"q": "ZapError: the zap coil melted at 7 and more"})
+        assert len(c.get("/api/team/misses", headers=AUTH).json()) == 2

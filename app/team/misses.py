@@ -13,9 +13,9 @@ import logging
 import re
 from datetime import timedelta
 
-from sqlalchemy import delete
+from sqlalchemy import case, delete, select, update
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, select
+from sqlmodel import Session
 
 from ..config import Settings
 from ..models import utcnow
@@ -24,6 +24,8 @@ from .models import MissedSearch
 
 log = logging.getLogger("pitfalls")
 MAX_LINES = 5
+REPEAT_S = 10  # the same template again within this many seconds is the same search (live search)
+TYPING_S = 60  # a template extending a one-off miss this recent replaces it (typing)
 MAX_LINE = 500
 
 # What the normaliser leaves that can still identify someone: a lone home folder ("/home/ana",
@@ -64,25 +66,49 @@ def _upsert(engine: Engine):
     return insert
 
 
+def _being_typed(conn, template: str, now) -> tuple[int, str] | None:
+    """A one-off miss of the last TYPING_S seconds whose template this one extends or shortens:
+    the live search asks as the user types, and "RuntimeError: CUDA err" is not a miss of its own."""
+    t = MissedSearch.__table__
+    recent = conn.execute(select(t.c.id, t.c.template).where(
+        t.c.count == 1, t.c.last_seen >= now - timedelta(seconds=TYPING_S))).all()
+    for id_, other in recent:
+        if other != template and (template.startswith(other) or other.startswith(template)):
+            return id_, other
+    return None
+
+
 def record(engine: Engine, settings: Settings, paste: str, *, confident: bool, best: str | None = None,
            lines: list[str] | None = None) -> bool:
     """Count a search that ended without a confident match; True when something was stored.
 
-    One statement (an upsert keyed on the template), so that concurrent misses of one error
-    count right and a search pays one write."""
+    Keyed on the template by an upsert, so concurrent misses of one error count right. The live
+    search asks while people type or paste, so the same template again within REPEAT_S seconds is
+    not counted again, and a template that extends a one-off miss of the last TYPING_S seconds
+    replaces it."""
     if confident or not settings.record_misses:
         return False
     lines = error_lines(paste) if lines is None else lines
     if not lines:
         return False
     template, example, now = lines[0], "\n".join(lines), utcnow()
-    table = MissedSearch.__table__
-    stmt = _upsert(engine)(table).values(template=template, example=example, count=1, first_seen=now,
-                                          last_seen=now, best_slug=best)
-    stmt = stmt.on_conflict_do_update(index_elements=[table.c.template], set_={
-        "count": table.c.count + 1, "last_seen": now, "example": example, "best_slug": best})
+    t = MissedSearch.__table__
     with engine.begin() as conn:
-        conn.execute(stmt)
+        if typed := _being_typed(conn, template, now):
+            id_, other = typed
+            if other.startswith(template):  # a shorter form of a miss just recorded (a deletion)
+                return True
+            if conn.execute(select(t.c.id).where(t.c.template == template)).first() is None:
+                conn.execute(update(t).where(t.c.id == id_).values(template=template, example=example,
+                                                                   last_seen=now, best_slug=best))
+                return True
+            conn.execute(delete(t).where(t.c.id == id_))  # the longer form exists already: count it there
+        stmt = _upsert(engine)(t).values(template=template, example=example, count=1, first_seen=now,
+                                         last_seen=now, best_slug=best)
+        repeat = t.c.last_seen >= now - timedelta(seconds=REPEAT_S)
+        conn.execute(stmt.on_conflict_do_update(index_elements=[t.c.template], set_={
+            "count": case((repeat, t.c.count), else_=t.c.count + 1), "last_seen": now, "example": example,
+            "best_slug": best}))
     return True
 
 
@@ -113,7 +139,7 @@ def listing(session: Session, settings: Settings, *, limit: int = 200) -> list[M
     """Misses, most frequent first (then most recent), after pruning the expired ones."""
     prune(session, settings)
     query = select(MissedSearch).order_by(MissedSearch.count.desc(), MissedSearch.last_seen.desc()).limit(limit)
-    return list(session.exec(query).all())
+    return list(session.scalars(query).all())
 
 
 def public(m: MissedSearch) -> dict:
