@@ -98,3 +98,12 @@ def test_export_is_accepted_by_pitfalls_eval(client, tmp_path):
     assert any(m["ok"] == [OTHER] and m["got"][0] == SLUG for m in report["misses"])
     r = runner.invoke(cli, ["feedback"], env=client.env)
     assert r.exit_code == 0 and SLUG in r.output
+
+
+def test_team_endpoints_are_in_the_openapi_schema(client):
+    paths = client.get("/openapi.json").json()["paths"]
+    for path, method in [("/api/feedback", "post"), ("/api/me", "get"), ("/api/team/misses", "get"),
+                         ("/api/team/misses/{miss_id}/draft", "post"), ("/api/team/feedback", "get"),
+                         ("/api/team/actions", "get")]:
+        assert method in paths[path] and paths[path][method]["tags"] == ["team"], path
+    assert "/team" not in paths and "/feedback" not in paths  # pages stay out of the API
