@@ -245,8 +245,7 @@ def signature_rows(e: LoadedEntry) -> list[Signature]:
     rows = []
     for text_ in e.spec.signatures:
         n = normalize(text_)
-        rows.append(Signature(entry_slug=e.slug, text=text_, normalized=n.text, tokens=" ".join(n.tokens),
-                              aux=" ".join(n.aux)))
+        rows.append(Signature(entry_slug=e.slug, text=text_, tokens=" ".join(n.tokens), aux=" ".join(n.aux)))
     return rows
 
 

@@ -28,12 +28,11 @@ class Entry(SQLModel, table=True):
 
 
 class Signature(SQLModel, table=True):
-    """An error text of an entry, with its normalised form for matching."""
+    """An error text of an entry, with its tokens for matching (`app.normalize`)."""
 
     id: int | None = Field(default=None, primary_key=True)
     entry_slug: str = Field(sa_column=Column(String, ForeignKey("entry.slug", ondelete="CASCADE"), index=True))
     text: str
-    normalized: str  # template with volatile parts replaced (for display and similarity)
     tokens: str  # space-joined main tokens
     aux: str  # space-joined low-weight tokens (quoted names, dtypes)
 

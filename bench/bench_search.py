@@ -128,11 +128,11 @@ def add_synthetic(db: Path, n: int, *, corpus: str = "realistic", seed: int = 0)
                         "synthetic", "2026-01-01 00:00:00"))
         for t in texts:
             nz = normalize(t)
-            signatures.append((slug, t, nz.text, " ".join(nz.tokens), " ".join(nz.aux)))
+            signatures.append((slug, t, " ".join(nz.tokens), " ".join(nz.aux)))
         fts.append((slug, title, title, " ".join(texts)))
     with conn:
         conn.executemany("INSERT INTO entry VALUES (?,?,?,?,?,?,?,?,?,?)", entries)
-        conn.executemany("INSERT INTO signature(entry_slug, text, normalized, tokens, aux) VALUES (?,?,?,?,?)",
+        conn.executemany("INSERT INTO signature(entry_slug, text, tokens, aux) VALUES (?,?,?,?)",
                          signatures)
         conn.executemany("INSERT INTO entry_fts(slug, title, summary, body) VALUES (?,?,?,?)", fts)
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('generation', 'synthetic')")
