@@ -25,6 +25,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.conftest import BACKENDS
+
 from .conftest import BIN, ROOT, free_port, tool
 
 pytestmark = pytest.mark.slow
@@ -138,6 +140,7 @@ class Deployment:
     def __init__(self, root: Path, compose: dict, dockerfile):
         self.root, self.compose, self.dockerfile = root, compose, dockerfile
         self.procs: list[Proc] = []
+        self.database_url: str | None = None  # None: a SQLite file in `root/data`
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.http = httpx.Client(base_url=self.url, timeout=30)
@@ -207,7 +210,7 @@ class Deployment:
         cmd[0] = tool("pitfalls")
         env = {**self.base_env, **{k: interpolate(v, {"PITFALLS_WORKER_TOKEN": TOKEN})
                                    for k, v in web["environment"].items()}}
-        env.update(PITFALLS_DATABASE_URL=f"sqlite:///{self.root / 'data' / 'pitfalls.db'}",
+        env.update(PITFALLS_DATABASE_URL=self.database_url or f"sqlite:///{self.root / 'data' / 'pitfalls.db'}",
                    PITFALLS_CONTENT_DIR=str(self.content),
                    PITFALLS_LEASE_S=str(LEASE_S),
                    PITFALLS_RESULT_CACHE="false",  # every reproduce must reach a worker
@@ -297,14 +300,17 @@ class Deployment:
             proc.stop()
 
 
-@pytest.fixture(scope="module")
-def deployment(tmp_path_factory, compose, dockerfile):
+@pytest.fixture(scope="module", params=BACKENDS)
+def deployment(request, tmp_path_factory, compose, dockerfile):
+    """The deployment on SQLite (as compose runs it) and on PostgreSQL (the compose `postgres` profile)."""
     if not (ROOT / "app" / "sandbox" / "agent.py").exists():
         pytest.skip("app/sandbox/agent.py (the worker) is not there yet")
     if not tool("pitfalls"):
         pytest.skip("the `pitfalls` command is not installed (pip install -e .)")
     pytest.importorskip("torch", reason="workers need torch")
     dep = Deployment(tmp_path_factory.mktemp("deploy"), compose, dockerfile)
+    if request.param == "postgresql":
+        dep.database_url = request.getfixturevalue("pg_server").database()
     try:
         dep.web = dep.start_web()
         yield dep
