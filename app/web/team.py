@@ -46,7 +46,8 @@ def sign_in_page(request: Request, user: MaybeUser, next: str = "/") -> HTMLResp
     """Who you are, and the admin-token form (teams behind a proxy sign in there)."""
     s = request.app.state.settings
     return _page(request, "sign_in", {"next": _safe_next(next), "error": "", "signed_in": user.name if user else None,
-                                      "token_enabled": bool(s.admin_token), "proxy": bool(s.trusted_proxies)})
+                                      "via": user.via if user else "", "token_enabled": bool(s.admin_token),
+                                      "proxy": bool(s.trusted_proxies)})
 
 
 @router.post("/sign-in", response_class=HTMLResponse, include_in_schema=False)
@@ -54,7 +55,8 @@ def sign_in(request: Request, session: SessionDep, token: Annotated[str, Form()]
             next: Annotated[str, Form()] = "/") -> Response:
     s = request.app.state.settings
     if not auth.token_ok(s, token):
-        return _page(request, "sign_in", {"next": _safe_next(next), "signed_in": None, "token_enabled": bool(s.admin_token),
+        return _page(request, "sign_in", {"next": _safe_next(next), "signed_in": None, "via": "",
+                                          "token_enabled": bool(s.admin_token),
                                           "proxy": bool(s.trusted_proxies), "error": "That is not the admin token."},
                      status_code=401)
     audit.log(session, auth.ADMIN, "signed in", "admin token", request.client.host if request.client else "")
