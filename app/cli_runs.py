@@ -20,11 +20,11 @@ from .cli import cli, err, out
 from .config import Settings
 from .content import ContentError, LoadedEntry, load_dir
 from .runs import PARTS, empty_outcome
-from .sandbox.expect import verdict
+from .sandbox.contracts import make_job, verdict
 
 
 def _pool(settings: Settings, size: int | None = None):
-    from .sandbox.limits import Limits
+    from .sandbox.contracts import Limits
     from .sandbox.pool import Pool
 
     limits = Limits(**settings.limits())  # the server's per-snippet limits are this pool's maxima
@@ -36,9 +36,9 @@ def _job(e: LoadedEntry, part: str) -> dict | None:
     snippet = getattr(e.spec, part)
     if snippet is None:
         return None
-    return {"code": snippet.code, "expect": snippet.expect.model_dump(exclude_none=True),
-            "check": snippet.check if snippet.check is not None else e.spec.check,
-            "requires": e.spec.requires.model_dump(), "fresh_process": e.spec.requires.fresh_process, "limits": {}}
+    return make_job(snippet.code, expect=snippet.expect.model_dump(exclude_none=True),
+                    check=snippet.check if snippet.check is not None else e.spec.check,
+                    requires=e.spec.requires.model_dump(), fresh_process=e.spec.requires.fresh_process)
 
 
 def run_entry(pool, e: LoadedEntry) -> dict:

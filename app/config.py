@@ -7,6 +7,10 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .sandbox.contracts import WORKER_CONCURRENCY, WORKER_SPARE, Limits
+
+_RUN = Limits()  # the per-snippet limits' defaults are the sandbox contract's: one source
+
 
 class Settings(BaseSettings):
     """One typed, documented field per setting; the README's table is checked against this class."""
@@ -32,8 +36,8 @@ class Settings(BaseSettings):
 
     # runs and workers
     local_workers: int = Field(1, description="Worker processes `serve` starts on this machine (0: remote workers only).")
-    worker_concurrency: int = Field(2, description="Snippets a local worker runs at once (its pool size).")
-    worker_spare: int = Field(2, description="Warmed children each local worker keeps ready.")
+    worker_concurrency: int = Field(WORKER_CONCURRENCY, description="Snippets a local worker runs at once (its pool size).")
+    worker_spare: int = Field(WORKER_SPARE, description="Warmed children each local worker keeps ready.")
     worker_token: str = Field("", description="Shared secret remote workers send; empty: remote workers refused.")
     queue_max: int = Field(64, description="Runs waiting at most; more get 503 with Retry-After.")
     queue_per_client: int = Field(8, description="Waiting runs one client (signed-in user, else address) may hold; "
@@ -41,15 +45,15 @@ class Settings(BaseSettings):
     lease_s: int = Field(30, description="Seconds a worker holds a run without a heartbeat before it is requeued.")
     max_attempts: int = Field(3, description="Times a run is leased before it is marked crashed.")
 
-    # limits for one snippet (sent with each job, clamped by the worker)
-    run_timeout_s: float = Field(30, description="Wall-clock limit per snippet; the process group is killed.")
-    run_cpu_s: int = Field(60, description="CPU-time limit per snippet (RLIMIT_CPU).")
-    run_memory_mb: int = Field(4096, description="RAM limit per snippet (cgroup v2 memory.max where allowed).")
-    run_gpu_memory_fraction: float = Field(0.45, description="Share of GPU memory one snippet may allocate.")
-    run_max_procs: int = Field(512, description="Processes per snippet (cgroup v2 pids.max where allowed).")
-    run_max_output_bytes: int = Field(65536, description="stdout/stderr kept per snippet; the rest is dropped and marked truncated.")
-    run_max_file_mb: int = Field(64, description="Largest file a snippet may write (RLIMIT_FSIZE).")
-    run_network: bool = Field(False, description="Let snippets use the network (off: a private network namespace where allowed).")
+    # limits for one snippet (sent with each job, clamped by the worker); defaults from sandbox/contracts.py
+    run_timeout_s: float = Field(_RUN.timeout_s, description="Wall-clock limit per snippet; the process group is killed.")
+    run_cpu_s: int = Field(int(_RUN.cpu_s), description="CPU-time limit per snippet (RLIMIT_CPU).")
+    run_memory_mb: int = Field(_RUN.memory_mb, description="RAM limit per snippet (cgroup v2 memory.max where allowed).")
+    run_gpu_memory_fraction: float = Field(_RUN.gpu_memory_fraction, description="Share of GPU memory one snippet may allocate.")
+    run_max_procs: int = Field(_RUN.max_procs, description="Processes per snippet (cgroup v2 pids.max where allowed).")
+    run_max_output_bytes: int = Field(_RUN.max_output_bytes, description="stdout/stderr kept per snippet; the rest is dropped and marked truncated.")
+    run_max_file_mb: int = Field(_RUN.max_file_mb, description="Largest file a snippet may write (RLIMIT_FSIZE).")
+    run_network: bool = Field(_RUN.network, description="Let snippets use the network (off: a private network namespace where allowed).")
 
     # pages
     htmx_local: bool = Field(True, description="Serve htmx from this server (works offline); false loads it from "

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.sandbox.check import check_snippet  # noqa: E402
-from app.sandbox.expect import verdict  # noqa: E402
+from app.sandbox.contracts import verdict  # noqa: E402
 
 
 def selected(content: Path) -> list[Path]:

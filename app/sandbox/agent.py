@@ -27,7 +27,7 @@ import time
 import urllib.parse
 
 from .execute import finish
-from .limits import Limits
+from .contracts import WORKER_CONCURRENCY, WORKER_SPARE, Limits, blank, make_job
 from .pool import Pool, PoolClosed
 
 log = logging.getLogger("pitfalls.agent")
@@ -185,16 +185,11 @@ class Agent:
                 snippet = (lease.get("snippets") or {}).get(part)
                 if snippet is None:
                     outcome = finish(
-                        {
-                            "outcome": "skipped",
-                            "reason": f"no {part} snippet",
-                            "warnings": [],
-                            "exc_type": None,
-                            "message": None,
-                            "traceback": None,
-                            "duration_ms": 0.0,
+                        blank(
+                            "skipped",
+                            f"no {part} snippet",
                             **{k: v for k, v in self.worker.items() if k in ("device", "torch_version")},
-                        },
+                        ),
                         stdout="",
                         stderr="",
                         truncated=False,
@@ -202,14 +197,14 @@ class Agent:
                         expect=None,
                     )
                 else:
-                    job = {
-                        "code": snippet["code"],
-                        "expect": snippet.get("expect"),
-                        "check": snippet.get("check"),
-                        "requires": lease.get("requires") or {},
-                        "fresh_process": bool(lease.get("fresh_process")),
-                        "limits": lease.get("limits") or {},
-                    }
+                    job = make_job(
+                        snippet["code"],
+                        expect=snippet.get("expect"),
+                        check=snippet.get("check"),
+                        requires=lease.get("requires"),
+                        fresh_process=bool(lease.get("fresh_process")),
+                        limits=lease.get("limits"),
+                    )
                     outcome = self.pool.run(job, cancel=cancel)
                 if cancel.is_set() or self.abandon.is_set():
                     log.warning(
@@ -277,8 +272,8 @@ def serve(
     server: str,
     token: str,
     *,
-    concurrency: int = 1,
-    spare: int = 1,
+    concurrency: int = WORKER_CONCURRENCY,
+    spare: int = WORKER_SPARE,
     stop_event: threading.Event | None = None,
     abandon_event: threading.Event | None = None,
     pool: Pool | None = None,
@@ -380,8 +375,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--parent-pid", type=int, default=None,
                         help="exit (abandoning jobs in hand) when this process is gone: a server's local workers")
-    parser.add_argument("--concurrency", type=int, default=1, help="runs at once")
-    parser.add_argument("--spare", type=int, default=1, help="warmed children kept ready")
+    parser.add_argument("--concurrency", type=int, default=WORKER_CONCURRENCY, help="runs at once")
+    parser.add_argument("--spare", type=int, default=WORKER_SPARE, help="warmed children kept ready")
     parser.add_argument("--wait", type=float, default=20, help="long-poll seconds per lease request")
     parser.add_argument(
         "--limit",

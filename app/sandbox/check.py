@@ -16,7 +16,7 @@ import tomllib
 from pathlib import Path
 
 from .execute import finish
-from .expect import verdict
+from .contracts import verdict
 from .requirements import unmet
 
 MAX_OUTPUT = 64 * 1024

@@ -10,7 +10,7 @@ import time
 
 from .capture import Capture
 from .children import Child
-from .limits import Limits
+from .contracts import Limits, blank
 
 _SIGNAL_WORDS = {
     signal.SIGSEGV: " (segmentation fault)",
@@ -20,21 +20,6 @@ _SIGNAL_WORDS = {
     signal.SIGILL: " (illegal instruction)",
 }
 CHANNEL_CLOSED = 121  # the child's exit code when the snippet closed its result channel
-
-
-def blank(outcome: str, reason: str, **extra) -> dict:
-    """An OUTCOME for a run that produced no result of its own (timeout, crash, skip)."""
-    return {
-        "outcome": outcome,
-        "exc_type": None,
-        "exc_names": [],
-        "message": None,
-        "traceback": None,
-        "warnings": [],
-        "reason": reason,
-        "duration_ms": 0.0,
-        **extra,
-    }
 
 
 def collect(

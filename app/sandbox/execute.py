@@ -15,7 +15,7 @@ import time
 import traceback
 import warnings
 
-from .expect import judge
+from .contracts import judge
 
 SNIPPET_NAME = "snippet.py"
 

@@ -36,9 +36,9 @@ from . import wire
 from .capture import Capture
 from .cgroups import Cgroup, CgroupManager
 from .children import Child, ForkServer
-from .collect import blank, collect
+from .collect import collect
 from .execute import finish
-from .limits import Limits
+from .contracts import Limits, blank
 from .requirements import unmet
 
 __all__ = ["Limits", "Pool", "PoolClosed", "PoolFull"]

@@ -16,6 +16,8 @@ import time
 import uuid
 from pathlib import Path
 
+from .contracts import make_job
+
 # Runs inside the sandbox. Parameters are substituted as Python literals.
 _SNIPPET = r"""
 import ctypes, json, os, time
@@ -133,9 +135,8 @@ def probe(pool, *, code_dir: str | None, database: str | None, home: str | None)
         f"TARGETS = {targets!r}\nMARKER = {marker!r}\nLEAK = {leak!r}\nDAEMON = {daemon!r}\n"
         f"SECRET = {secret or '/nonexistent'!r}\n"
     )
-    job = {"code": params + _SNIPPET, "expect": None, "check": None, "requires": {}, "fresh_process": False}
     try:
-        out = pool.run({**job, "limits": {"timeout_s": 30}})
+        out = pool.run(make_job(params + _SNIPPET, limits={"timeout_s": 30}))
         survivors = _named(daemon)
         deadline = time.monotonic() + 3
         while survivors and time.monotonic() < deadline:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from app.sandbox.limits import Limits
+from app.sandbox.contracts import Limits
 from app.sandbox.pool import PoolFull
 
 from .conftest import _named
