@@ -104,14 +104,16 @@ def test_reader_reports_a_wrong_entry_from_the_results(page, team_server, artifa
     assert "my labels were right" in misrouted and "/home/ana" not in misrouted
 
 
-def test_entry_page_shows_team_notes_and_takes_feedback_without_javascript(browser, team_server):
-    context = browser.new_context(java_script_enabled=False)
+def test_entry_page_shows_team_notes_and_takes_feedback_without_javascript(browser, team_server, artifacts):
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, java_script_enabled=False)
     page = context.new_page()
     try:
         page.goto(f"{team_server.url}/e/{SLUG}")
         notes = page.locator("section.team-notes")
         assert notes.locator("h2").inner_text() == "Your team's notes"
         assert notes.locator("code").inner_text() == "labels_v2.csv" and notes.locator("strong").inner_text() == "its"
+        page.locator("section.team-notes").scroll_into_view_if_needed()
+        page.screenshot(path=str(artifacts / "team-entry-nojs.png"))
         page.locator("section.feedback button", has_text="This solved it").click()
         page.wait_for_selector("#feedback-thanks")
         assert "solved it" in page.locator("#feedback-thanks").inner_text()
