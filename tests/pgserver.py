@@ -64,7 +64,8 @@ def free_port() -> int:
 class Server:
     """One running server; `database()` hands out fresh, empty databases on it."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, durable: bool = False) -> None:
+        self.durable = durable  # False (tests): fsync off, the data is thrown away anyway
         self.bin = bin_dir()
         self.user = _run_as()
         # not under pytest's 0700 tmp folders: the server's own user must reach it
@@ -83,9 +84,9 @@ class Server:
             shutil.chown(self.root, self.user)
         self._cmd("initdb", "-D", str(self.data), "-U", USER, "-A", "trust", "-E", "UTF8", "--no-sync",
                   "--locale=C")
-        # a test server: durability traded for speed (the data is thrown away anyway)
-        opts = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-                "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+        opts = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c max_connections=200"
+        if not self.durable:  # a test server: durability traded for speed
+            opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         self._cmd("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", opts, "-w", "-t", "60", "start")
         return self
 
