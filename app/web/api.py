@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session, func, select
 
 from .. import runs
@@ -69,6 +69,47 @@ class EntryDetail(EntryOut):
     seeds: list[str] = []
     snippets: dict[str, Any]
     latest: dict[str, Any] = Field(default_factory=dict, description="Latest stored outcome per snippet.")
+
+
+class OutcomeOut(BaseModel):
+    """What one snippet did when it ran (DESIGN.md OUTCOME). Extra fields are welcome; these are the
+    ones other tools read."""
+
+    model_config = ConfigDict(extra="allow")
+
+    outcome: Literal["raised", "warned", "ok", "wrong", "timeout", "crashed", "skipped"]
+    exc_type: str | None = Field(None, description="The exception's class name, for `raised`.")
+    message: str | None = None
+    traceback: str | None = Field(None, description="Trimmed to the snippet's own frames.")
+    warnings: list[dict[str, Any]] = Field(default_factory=list)
+    stdout: str = ""
+    stderr: str = ""
+    truncated: bool = Field(False, description="Output went over the cap and was cut.")
+    duration_ms: float | None = None
+    device: str | None = Field(None, description='"cpu", or the GPU\'s name ("NVIDIA H100 80GB HBM3").')
+    torch_version: str | None = None
+    expected: bool | None = Field(None, description="It did what the entry says it should.")
+    reason: str | None = Field(None, description="Why it was skipped or crashed, or how it missed the expectation.")
+
+
+class RunOut(BaseModel):
+    """A press of Reproduce: the entry's broken and fixed snippet, run on a worker."""
+
+    id: int
+    entry: str = Field(description="The entry's slug.")
+    state: Literal["queued", "running", "done"]
+    results: dict[Literal["broken", "fixed"], OutcomeOut] = Field(description="One outcome per snippet, as each finishes.")
+    worker: str | None = Field(None, description="The worker that ran it.")
+    attempts: int = Field(0, description="Times it was leased (a worker that dies mid-run gives it back).")
+    interrupted: bool = Field(False, description="The server restarted while it ran.")
+    created_at: str
+    finished_at: str | None = None
+
+
+QUEUE_ERRORS: dict[int | str, dict[str, Any]] = {
+    429: {"description": "Too many of your runs are waiting (each client gets a share of the queue)."},
+    503: {"description": "The run queue is full; retry after `Retry-After` seconds."},
+}
 
 
 def entry_out(e: Entry) -> dict:
@@ -147,7 +188,8 @@ def run_client(request: Request) -> str:
     return runs.client_key(user=user.name if user else None, address=request.client.host if request.client else None)
 
 
-@router.post("/api/entries/{slug}/reproduce", status_code=202, tags=["runs"])
+@router.post("/api/entries/{slug}/reproduce", status_code=202, response_model=RunOut, responses=QUEUE_ERRORS,
+             tags=["runs"])
 async def reproduce(slug: str, request: Request) -> Any:
     """Queue a run of the entry's broken and fixed snippets."""
     if (denied := auth.reproduce_denied(request)) is not None:  # sign-in for Reproduce, when set
@@ -165,7 +207,7 @@ async def reproduce(slug: str, request: Request) -> Any:
     return run
 
 
-@router.get("/api/runs/{run_id}", tags=["runs"])
+@router.get("/api/runs/{run_id}", response_model=RunOut, tags=["runs"])
 def get_run(run_id: RunId, session: SessionDep) -> dict:
     """A run's state and, once done, both outcomes."""
     run = session.get(Run, run_id)
