@@ -9,7 +9,7 @@ import threading
 import time
 
 from .capture import Capture
-from .children import Child
+from .forkserver_client import ChildHandle
 from .contracts import Limits, blank
 
 _SIGNAL_WORDS = {
@@ -23,7 +23,7 @@ CHANNEL_CLOSED = 121  # the child's exit code when the snippet closed its result
 
 
 def collect(
-    child: Child,
+    child: ChildHandle,
     cap: Capture,
     limits: Limits,
     *,
@@ -39,7 +39,7 @@ def collect(
     grace = None
     while True:
         now = time.monotonic()
-        finished = result is not None or (child.reader.eof and child.exited.is_set())
+        finished = result is not None or (child.reader.eof and child.ended)
         if finished:
             if cap.done:
                 break
@@ -57,9 +57,11 @@ def collect(
         waits = cap.open_fds()
         if result is None and not child.reader.eof:
             waits.append(child.sock)
+        if not child.ended:
+            waits.append(child.status_fd)  # its end comes on its own pipe: no polling for it
         poll = deadline - now
-        if cancel is not None or finished or child.reader.eof:
-            poll = min(poll, 0.02)  # `exited` and `cancel` are events, not descriptors
+        if cancel is not None or finished:
+            poll = min(poll, 0.02)  # `cancel` is an event, not a descriptor; `finished`: the grace
         if not waits:
             time.sleep(max(0.0, poll))
             continue
@@ -70,6 +72,8 @@ def collect(
                     got = child.handle(msg, fds)
                     if got is not None:
                         result = got
+            elif fd == child.status_fd:
+                child.read_status()
             else:
                 cap.read(fd)
     wall_ms = round((time.perf_counter() - start) * 1000, 2)
@@ -88,11 +92,11 @@ def collect(
         )
     if stop == "cancelled":
         return blank("crashed", "cancelled", duration_ms=wall_ms, wall_ms=wall_ms)
-    child.exited.wait(2)
+    child.wait_ended(2)
     return died(child, limits, wall_ms)
 
 
-def died(child: Child, limits: Limits, wall_ms: float) -> dict:
+def died(child: ChildHandle, limits: Limits, wall_ms: float) -> dict:
     """The process ended without a result: say how (memory, CPU time, signal, exit code)."""
     status = child.status or {}
     sig, code = status.get("signal"), status.get("code")

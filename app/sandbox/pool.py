@@ -21,6 +21,7 @@ from __future__ import annotations
 import atexit
 import collections
 import json
+import logging
 import os
 import queue
 import re
@@ -35,13 +36,15 @@ import weakref
 from . import wire
 from .capture import Capture
 from .cgroups import Cgroup, CgroupManager
-from .children import Child, ForkServer
+from .forkserver_client import ChildHandle, ForkServerClient
 from .collect import collect
 from .execute import finish
 from .contracts import Limits, blank
 from .requirements import unmet
 
 __all__ = ["Limits", "Pool", "PoolClosed", "PoolFull"]
+
+log = logging.getLogger("pitfalls.sandbox")
 
 
 _WORKDIR_PREFIX = "pitfalls-run-"
@@ -91,12 +94,12 @@ class Pool:
         self.size, self.spare = max(1, size), max(0, spare)
         self.limits = limits or Limits()
         self.queue_limit = queue_limit
-        self._server = ForkServer(python or sys.executable, on_lost=self._on_server_lost)
+        self._server = ForkServerClient(python or sys.executable)
         self._cg = CgroupManager(enable=cgroups)
         self._slots = threading.BoundedSemaphore(self.size)
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
-        self._ready: collections.deque[Child] = collections.deque()
+        self._ready: collections.deque[ChildHandle] = collections.deque()
         self._warming = 0
         self._waiting = 0
         self._device: str | None = None
@@ -180,16 +183,6 @@ class Pool:
         t.start()
         self._threads.append(t)
 
-    def _on_server_lost(self, orphans: list[Child]) -> None:
-        """The fork server died: spares it forked can't be reaped or reported; drop them."""
-        with self._cond:
-            dead = [c for c in self._ready if c in orphans]
-            for c in dead:
-                self._ready.remove(c)
-            self._cond.notify_all()
-        for c in dead:
-            c.retire()
-
     # ---------------------------------------------------------------- children
     def _new_cgroup(self, limits: Limits) -> Cgroup | None:
         try:
@@ -197,7 +190,7 @@ class Pool:
         except OSError:
             return None
 
-    def _fork(self, warm: str, limits: Limits) -> Child | None:
+    def _fork(self, warm: str, limits: Limits) -> ChildHandle | None:
         """A new single-use child; it warms up on its own and says `ready` on its socket."""
         import socket
 
@@ -226,7 +219,7 @@ class Pool:
             child.workdir = workdir
         return child
 
-    def _await_ready(self, child: Child, timeout: float) -> bool:
+    def _await_ready(self, child: ChildHandle, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while child.ready_info is None:
             left = deadline - time.monotonic()
@@ -238,7 +231,7 @@ class Pool:
         self._note(child)
         return True
 
-    def _note(self, child: Child) -> None:
+    def _note(self, child: ChildHandle) -> None:
         info = child.ready_info
         if info:
             self._device = info.get("device")
@@ -260,6 +253,7 @@ class Pool:
                     child.retire()
                     child = None
             except Exception:  # noqa: BLE001 - never let the replenisher die; back off and retry
+                log.exception("could not fork a spare sandbox child; retrying in 0.5 s")
                 child = None
             finally:
                 with self._cond:
@@ -273,7 +267,7 @@ class Pool:
             if child is None:
                 time.sleep(0.5)
 
-    def _take(self, limits: Limits) -> Child:
+    def _take(self, limits: Limits) -> ChildHandle:
         """A warmed spare if one is waiting, else a child forked now (warm-up on the run's clock)."""
         if not self._started:
             self.start(wait=False)
@@ -283,7 +277,7 @@ class Pool:
             # with it needs a child of its own (the namespace is made before privileges are dropped)
             while self._ready and child is None and limits.network == self.limits.network:
                 c = self._ready.popleft()
-                if c.exited.is_set() or c.reader.eof:
+                if c.ended or c.reader.eof:  # died while idle (its fork server too, maybe)
                     self._cleanup.put(c.retire)
                 else:
                     child = c
@@ -492,5 +486,5 @@ class Pool:
                 return
             try:
                 task()
-            except Exception:  # noqa: BLE001, S110 - cleanup is best effort; the next close() retries cgroups
-                pass
+            except Exception:  # noqa: BLE001 - cleanup is best effort; the next close() retries cgroups
+                log.exception("sandbox cleanup failed")
