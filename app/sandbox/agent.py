@@ -394,6 +394,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.token:
         parser.error("--token is required (or set PITFALLS_WORKER_TOKEN)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # a background thread (pool replenisher, heartbeat, parent watch) that dies says so in the log
+    threading.excepthook = lambda a: log.error(
+        "thread %s died", a.thread.name if a.thread else "?", exc_info=(a.exc_type, a.exc_value, a.exc_traceback)
+    )
     stop, abandon = threading.Event(), threading.Event()
 
     def on_signal(signum, _frame):

@@ -48,7 +48,10 @@ class LocalWorkers:
                 if proc is None or proc.poll() is not None:
                     if proc is not None:
                         log.warning("local worker exited with %s; restarting it", proc.returncode)
-                    self.procs[i] = self._spawn()
+                    try:
+                        self.procs[i] = self._spawn()
+                    except Exception:  # e.g. out of processes: say so, try again on the next round
+                        log.exception("could not start a local worker")
             self._stop.wait(2.0)
 
     def stop(self, timeout: float = 2.0) -> None:

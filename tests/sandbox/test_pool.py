@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -244,5 +245,26 @@ def test_pool_snippets_never_see_secrets(monkeypatch):
             assert "PITFALLS_HARMLESS" in seen, (fresh, seen)
             for secret in ("PITFALLS_WORKER_TOKEN", "PITFALLS_DATABASE_URL", "AWS_SECRET_ACCESS_KEY"):
                 assert secret not in seen, (fresh, seen)
+    finally:
+        p.close()
+
+
+def test_pool_background_failure_is_logged(caplog):
+    # A spare cannot be forked (the fork server will not start again): the replenisher says so in
+    # the log, with the exception, and keeps trying instead of dying silently.
+    from app.sandbox.pool import Pool
+
+    p = Pool(size=1, spare=0, limits=Limits(timeout_s=2))
+    try:
+        p.start()
+        p._server.python = "/nonexistent/python"
+        p._server.kill()
+        with caplog.at_level(logging.ERROR, logger="pitfalls.sandbox"):
+            p.set_spare(1)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and not any(r.exc_info for r in caplog.records):
+                time.sleep(0.05)
+        logged = [r for r in caplog.records if "could not fork a spare" in r.getMessage()]
+        assert logged and logged[0].exc_info, caplog.text
     finally:
         p.close()
