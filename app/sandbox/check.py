@@ -16,10 +16,10 @@ import tomllib
 from pathlib import Path
 
 from .execute import finish
-from .contracts import verdict
+from .contracts import Limits, verdict
 from .requirements import unmet
 
-MAX_OUTPUT = 64 * 1024
+MAX_OUTPUT = Limits().max_output_bytes  # the same cap as a pool run's
 
 
 def run_cold(code: str, *, timeout: float = 120, env: dict | None = None) -> dict:

@@ -16,6 +16,10 @@ from typing import Any, Literal, TypedDict
 OUTCOMES = ("raised", "warned", "ok", "wrong", "timeout", "crashed", "skipped")
 OutcomeName = Literal["raised", "warned", "ok", "wrong", "timeout", "crashed", "skipped"]
 WORKER_CONCURRENCY = 2  # snippets one worker runs at once (its pool's size)
+# A snippet's own text can be huge (a 100 MB warning): what goes on the wire is capped in the child;
+# the server validates again against the same numbers.
+MESSAGE_MAX = 64 * 1024  # an exception's message or traceback, in characters
+WARNING_MAX = 8 * 1024  # one warning's message
 WORKER_SPARE = 2  # warmed children each worker keeps ready
 
 

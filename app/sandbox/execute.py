@@ -15,15 +15,11 @@ import time
 import traceback
 import warnings
 
-from .contracts import judge
+from .contracts import MESSAGE_MAX, WARNING_MAX, judge
 
 SNIPPET_NAME = "snippet.py"
 
 
-# A snippet's own text can be huge (a 100 MB warning): what goes on the wire is capped here, the
-# server validates again.
-MESSAGE_MAX = 64 * 1024
-WARNING_MAX = 8 * 1024
 
 
 def _capped(text: str, limit: int) -> str:

@@ -39,7 +39,7 @@ from .cgroups import Cgroup, CgroupManager
 from .forkserver_client import ChildHandle, ForkServerClient
 from .collect import collect
 from .execute import finish
-from .contracts import Limits, blank
+from .contracts import Job, Limits, blank
 from .requirements import unmet
 
 __all__ = ["Limits", "Pool", "PoolClosed", "PoolFull"]
@@ -291,7 +291,7 @@ class Pool:
         return child
 
     # ---------------------------------------------------------------- runs
-    def run(self, job: dict, *, cancel: threading.Event | None = None) -> dict:
+    def run(self, job: Job, *, cancel: threading.Event | None = None) -> dict:
         """Run one job; block until its OUTCOME (DESIGN.md run contract). Thread-safe.
 
         `cancel` (optional): set it to kill the run (outcome `crashed`, reason "cancelled").

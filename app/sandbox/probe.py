@@ -45,8 +45,12 @@ def cgroup_dirs():
             found.append((f[4], os.path.join(f[4], path.lstrip('/'))))
     return found
 
+def own_cgroups():
+    with open('/proc/self/cgroup') as fh:
+        return fh.read()
+
 def escape():
-    before = open('/proc/self/cgroup').read()
+    before = own_cgroups()
     tried = []
     for mount, mine in cgroup_dirs():
         for target in {os.path.dirname(mine.rstrip('/')), mount}:
@@ -57,7 +61,7 @@ def escape():
                     tried.append(target + ': written')
                 except OSError as exc:
                     tried.append(target + ': ' + type(exc).__name__)
-    return {'tried': tried, 'moved': open('/proc/self/cgroup').read() != before}
+    return {'tried': tried, 'moved': own_cgroups() != before}
 
 def write(path, mode):
     try:
