@@ -102,7 +102,9 @@ _SYS_MOUNT_SETATTR = 442  # the same number on every architecture (syscalls adde
 PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG = 38, 1
 DEFAULT_UID = 65534  # nobody
 ENV_UID = "PITFALLS_SANDBOX_UID"  # the unprivileged uid children run as when the pool runs as root
-ENV_CONFINE = "PITFALLS_SANDBOX_CONFINE"  # "0": no namespaces, no uid change (tests, debugging)
+# "0": no namespaces, no uid change (tests, debugging); "userns": even as root, confine the way a
+# non-root server is confined (a user namespace keeping the uid, no capabilities), to test that path
+ENV_CONFINE = "PITFALLS_SANDBOX_CONFINE"
 
 
 class _MountAttr(ctypes.Structure):
@@ -186,7 +188,7 @@ def confine(*, network: bool, workdir: str | None, tmp_mb: int = 1024) -> dict[s
     flags = CLONE_NEWNS | (0 if network else CLONE_NEWNET)
     mode = None
     errors = []
-    if os.geteuid() == 0:
+    if os.geteuid() == 0 and os.environ.get(ENV_CONFINE) != "userns":
         try:
             _unshare(flags)
             mode = "root"

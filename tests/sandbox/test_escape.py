@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from app.sandbox.isolate import ENV_CONFINE
 from app.sandbox.pool import Pool
 
 from .conftest import ROOT, TEST_LIMITS, _named, _run
@@ -352,3 +353,49 @@ def test_workdir_and_gpu_devices_still_usable(run, isolation):
     out = run(code)
     assert out["outcome"] == "ok", out
     assert out["stdout"].split() == ["ok", "True", "True", "True"], out
+
+
+# ---------------------------------------------------------------- a server that is not root
+
+USERNS_ATTACKS = ESCAPE + (
+    "def w(p, m):\n"
+    "    try:\n"
+    "        open(p, m).close()\n"
+    "        return 'written'\n"
+    "    except OSError as exc:\n"
+    "        return type(exc).__name__\n"
+)
+
+
+def test_user_namespace_confinement_holds(monkeypatch, isolation):
+    # What a non-root server gets (a user namespace keeping its uid, every capability dropped),
+    # forced here even as root: the same attacks fail, and the snippet cannot undo the mounts.
+    if os.geteuid() != 0 and subprocess.run(["unshare", "-Ur", "true"], capture_output=True).returncode:
+        pytest.skip("no unprivileged user namespaces on this host")
+    monkeypatch.setenv(ENV_CONFINE, "userns")
+    secret = Path.home() / f".pitfalls-secret-{uuid.uuid4().hex[:8]}"
+    secret.write_text("hunter2")
+    secret.chmod(0o600)
+    new_in_repo = ROOT / f".escape-{uuid.uuid4().hex[:8]}"
+    code = USERNS_ATTACKS + (
+        "import subprocess\n"
+        "r = {'esc': escape(), 'repo': w(%r, 'x'), 'secret': w(%r, 'r'), 'tmp': os.listdir('/tmp') != [],\n"
+        "     'umount': subprocess.run(['umount', '/tmp'], capture_output=True).returncode,\n"
+        "     'remount': subprocess.run(['mount', '-o', 'remount,rw', '/'], capture_output=True).returncode,\n"
+        "     'caps': [l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff')][0]}\n"
+        "print(json.dumps(r))\n"
+    ) % (str(new_in_repo), str(secret))
+    p = Pool(size=1, spare=0, limits=TEST_LIMITS).start(wait=False)
+    try:
+        monkeypatch.delenv(ENV_CONFINE)  # the fork server took its environment at start
+        out = _run(p, code)
+        got = json.loads(out["stdout"])
+        assert not got["esc"]["moved"] and got["esc"]["tried"], got
+        assert got["repo"] != "written" and got["secret"] != "written", got
+        assert got["umount"] != 0 and got["remount"] != 0, got
+        assert got["caps"].strip("0") == "", got
+        assert not new_in_repo.exists()
+    finally:
+        p.close()
+        secret.unlink()
+        new_in_repo.unlink(missing_ok=True)
