@@ -399,3 +399,18 @@ def test_user_namespace_confinement_holds(monkeypatch, isolation):
         p.close()
         secret.unlink()
         new_in_repo.unlink(missing_ok=True)
+
+
+def test_fresh_process_is_confined_too(run, isolation):
+    # `fresh_process` jobs exec a cold interpreter: it starts confined (no write to the repo, its
+    # own /tmp) and its stderr carries nothing of ours.
+    target = ROOT / f".escape-{uuid.uuid4().hex[:8]}"
+    code = USERNS_ATTACKS + f"print(w({str(target)!r}, 'x'), os.listdir('/tmp') == [os.path.basename(os.getcwd())])\n"
+    try:
+        out = run(code, fresh_process=True, limits={"timeout_s": 60})
+        assert out["outcome"] == "ok", out
+        assert out["stdout"].split()[0] != "written" and not target.exists(), out
+        assert out["stdout"].split()[1] == "True", out["stdout"]
+        assert out["stderr"] == "", out["stderr"]
+    finally:
+        target.unlink(missing_ok=True)
