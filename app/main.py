@@ -80,18 +80,18 @@ def create_app(settings: Settings | None = None, *, worker_url: str | None = Non
         # browsers asking for a page that isn't there get the styled 404, API clients JSON
         if (exc.status_code == 404 and not request.url.path.startswith("/api/")
                 and "text/html" in request.headers.get("accept", "")):
-            from .web.pages import not_found  # noqa: PLC0415
+            from .web.templating import not_found  # noqa: PLC0415
 
             return not_found(request, "There is no page at this address.")
         return await http_exception_handler(request, exc)
 
     app.include_router(api.router)
     app.include_router(workers.router)
-    from .web import pages  # noqa: PLC0415  (pages import templates; keep API usable without them)
+    from .web import pages, templating  # noqa: PLC0415  (pages import templates; keep API usable without them)
 
     from .web import team  # noqa: PLC0415
 
     app.include_router(team.router)
     app.include_router(pages.router)
-    pages.mount_static(app)
+    templating.mount_static(app)
     return app

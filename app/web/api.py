@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session, func, select
@@ -16,7 +15,7 @@ from ..content import Requires
 from ..models import Entry, Run, Worker
 from ..search import QueryError
 from ..team import auth, misses
-from . import views
+from . import page_data, queueing
 from .deps import RunId, SearcherDep, SessionDep
 
 router = APIRouter()
@@ -143,7 +142,7 @@ def search_post(body: SearchBody, searcher: SearcherDep, request: Request) -> di
 @router.get("/api/categories", response_model=list[CategoryOut], tags=["entries"])
 def categories(session: SessionDep) -> list[dict]:
     """The nine categories with their entry counts."""
-    return views.categories(session)  # the same data the home page shows
+    return page_data.categories(session)  # the same data the home page shows
 
 
 @router.get("/api/entries", response_model=list[EntryOut], tags=["entries"])
@@ -176,35 +175,16 @@ def entry_detail(slug: str, session: SessionDep) -> dict:
             "seeds": d.get("seeds", []), "snippets": runs.entry_snippets(e), "latest": latest}
 
 
-def _queue_run(engine, settings, slug: str, client: str) -> dict:
-    with Session(engine) as session:
-        run = runs.create_run(session=session, entry=get_entry(session, slug), settings=settings, client=client)
-        return runs.run_public(run)
-
-
-def run_client(request: Request) -> str:
-    """Whose share of the queue a Reproduce counts against: the signed-in user, else the address."""
-    user = auth.current_user(request)
-    return runs.client_key(user=user.name if user else None, address=request.client.host if request.client else None)
-
-
 @router.post("/api/entries/{slug}/reproduce", status_code=202, response_model=RunOut, responses=QUEUE_ERRORS,
              tags=["runs"])
-async def reproduce(slug: str, request: Request) -> Any:
+def reproduce(slug: str, request: Request, session: SessionDep) -> Any:
     """Queue a run of the entry's broken and fixed snippets."""
     if (denied := auth.reproduce_denied(request)) is not None:  # sign-in for Reproduce, when set
         return denied
-    state = request.app.state
     try:
-        run = await run_in_threadpool(_queue_run, state.engine, state.settings, slug, run_client(request))
-    except runs.ClientQueueFull as exc:  # one client may not fill the queue for everyone
-        return JSONResponse({"detail": f"too many runs waiting for you: {exc}"}, status_code=429,
-                            headers={"Retry-After": "10"})
-    except runs.QueueFull as exc:
-        return JSONResponse({"detail": f"the run queue is full ({exc}); try again shortly"}, status_code=503,
-                            headers={"Retry-After": "5"})
-    state.queue_event.set()  # on the event loop's thread: wakes long-polling workers
-    return run
+        return runs.run_public(queueing.queue_run(request, session, get_entry(session, slug)))
+    except queueing.Refused as exc:
+        return JSONResponse({"detail": exc.message}, status_code=exc.status, headers=exc.headers)
 
 
 @router.get("/api/runs/{run_id}", response_model=RunOut, tags=["runs"])

@@ -14,7 +14,8 @@ from sqlmodel import Session, select
 from ..models import Entry
 from ..team import audit, auth, drafts, feedback, misses
 from ..team.models import TeamNote
-from . import render
+from . import markup
+from .templating import templates
 from .deps import SessionDep
 
 router = APIRouter()
@@ -23,8 +24,6 @@ MaybeUser = Annotated[auth.User | None, Depends(auth.current_user)]
 
 
 def _page(request: Request, name: str, context: dict, status_code: int = 200) -> HTMLResponse:
-    from .pages import templates  # noqa: PLC0415  (the pages' Jinja environment and context processors)
-
     return templates.TemplateResponse(request, f"team/{name}.html", context, status_code=status_code)
 
 
@@ -37,7 +36,7 @@ def _safe_next(target: str | None) -> str:
 def entry_extras(session: Session, slug: str) -> dict:
     """For the entry page: the team's notes on this entry."""
     notes = session.exec(select(TeamNote).where(TeamNote.entry_slug == slug).order_by(TeamNote.path)).all()
-    return {"notes": [{"html": render.markdown(n.text), "path": n.path} for n in notes]}
+    return {"notes": [{"html": markup.markdown(n.text), "path": n.path} for n in notes]}
 
 
 # -- sign-in -----------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from bs4 import BeautifulSoup
 from jinja2 import StrictUndefined
 
 from app.categories import CATEGORIES
-from app.web import pages
+from app.web import templating
 
 from .support import HX, SLUG, TRACEBACK, add_result, add_run
 
@@ -28,18 +28,18 @@ def scripts_with(doc: BeautifulSoup, needle: str) -> list:
 
 # -- plumbing -----------------------------------------------------------------------------------
 def test_templates_escape_and_fail_loudly_on_missing_variables():
-    env = pages.templates.env
+    env = templating.templates.env
     assert env.undefined is StrictUndefined
     assert env.autoescape is True or env.autoescape("x.html")
 
 
 def test_vendored_htmx_matches_pinned_version_and_sri():
-    path = pages.STATIC_DIR / "vendor" / "htmx.min.js"
+    path = templating.STATIC_DIR / "vendor" / "htmx.min.js"
     data = path.read_bytes()
-    assert f'version:"{pages.HTMX_VERSION}"' in data.decode()
+    assert f'version:"{templating.HTMX_VERSION}"' in data.decode()
     digest = base64.b64encode(hashlib.sha384(data).digest()).decode()
-    assert pages.HTMX_SRI == f"sha384-{digest}"
-    assert pages.HTMX_VERSION in pages.HTMX_CDN
+    assert templating.HTMX_SRI == f"sha384-{digest}"
+    assert templating.HTMX_VERSION in templating.HTMX_CDN
 
 
 def test_htmx_local_copy_when_setting_is_on(client):
@@ -57,9 +57,9 @@ def test_htmx_from_cdn_is_pinned_with_integrity(client, app):
         doc = soup(client.get("/"))
     finally:
         app.state.settings = original
-    tag = doc.find("script", src=pages.HTMX_CDN)
+    tag = doc.find("script", src=templating.HTMX_CDN)
     assert tag is not None
-    assert tag["integrity"] == pages.HTMX_SRI and tag["crossorigin"] == "anonymous"
+    assert tag["integrity"] == templating.HTMX_SRI and tag["crossorigin"] == "anonymous"
     assert "@2." in tag["src"]
 
 
@@ -413,7 +413,7 @@ def test_gpu_entry_says_before_the_click_that_no_gpu_worker_is_there(client, app
     ("x = 1\ny = 2\nz = 3\nw = 4", "p = 1\nq = 2\nr = 3\nw = 4", [], []),  # mostly different: no marks at all
 ])
 def test_changed_line_marks(broken, fixed, marked_broken, marked_fixed):
-    from app.web.render import diff_snippets
+    from app.web.markup import diff_snippets
 
     a, b = diff_snippets(broken, fixed)
     assert [i for i, (_, changed) in enumerate(a) if changed] == marked_broken

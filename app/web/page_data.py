@@ -15,7 +15,7 @@ from .. import runs
 from ..categories import CATEGORIES
 from ..models import Entry, Result, Run, Worker, utcnow
 from ..search import Searcher
-from . import render
+from . import markup
 
 WORKER_FRESH_S = 60  # a worker seen this recently counts as connected
 RECENT = 6
@@ -39,8 +39,8 @@ def recently_reproduced(session: Session, limit: int = RECENT) -> list[dict]:
     for slug, at in rows:
         if slug in entries:
             e = entries[slug]
-            out.append({"slug": slug, "title": e.title, "category": e.category, "when": render.when(at),
-                        "iso": render.iso(at)})
+            out.append({"slug": slug, "title": e.title, "category": e.category, "when": markup.when(at),
+                        "iso": markup.iso(at)})
     return out[:limit]
 
 
@@ -53,7 +53,7 @@ def badge(entry: Entry, latest: dict[str, Result]) -> dict:
     if not latest:
         return {"state": "none", "label": "not yet run", "detail": "No stored run for the current snippets."}
     newest = max(latest.values(), key=lambda r: r.recorded_at)
-    where = f"{newest.device} · torch {newest.torch_version} · {render.when(newest.recorded_at)}"
+    where = f"{newest.device} · torch {newest.torch_version} · {markup.when(newest.recorded_at)}"
     has_fixed = entry.data.get("fixed") is not None
     expected = [latest[p].expected for p in runs.PARTS if p in latest]
     if any(x is False for x in expected):
@@ -70,7 +70,7 @@ def category(session: Session, name: str) -> dict | None:
     title, description = CATEGORIES[name]
     items = []
     for e in session.exec(select(Entry).where(Entry.category == name).order_by(Entry.title)).all():
-        items.append({"slug": e.slug, "title": e.title, "summary": render.markdown_inline(e.summary),
+        items.append({"slug": e.slug, "title": e.title, "summary": markup.markdown_inline(e.summary),
                       "needs": needs(e.data.get("requires", {})),
                       "badge": badge(e, runs.latest_results(session=session, entry=e))})
     return {"name": name, "title": title, "description": description, "entries": items}
@@ -97,7 +97,7 @@ def search(searcher: Searcher, q: str) -> dict:
     result = searcher.search(q)
     hits = []
     for h in result.results:
-        matched = render.mark_shared(h.matched, h.line) if h.kind == "signature" else h.matched
+        matched = markup.mark_shared(h.matched, h.line) if h.kind == "signature" else h.matched
         hits.append({"slug": h.slug, "title": h.title, "category": h.category,
                      "category_title": CATEGORIES.get(h.category, (h.category,))[0], "score": h.score,
                      "kind": h.kind, "matched": matched, "line": h.line})
@@ -105,7 +105,7 @@ def search(searcher: Searcher, q: str) -> dict:
     for h in result.results:
         closest[h.category] += h.score
     return {"q": q, "confident": result.confident, "hits": hits, "lines": result.lines,
-            "ignored": render.ignored_summary(result.ignored),
+            "ignored": markup.ignored_summary(result.ignored),
             "closest": [{"name": c, "title": CATEGORIES.get(c, (c,))[0]}
                         for c in sorted(closest, key=lambda c: -closest[c])[:3]]}
 
@@ -133,12 +133,12 @@ def entry(session: Session, e: Entry) -> dict:
     d = e.data
     snippets = runs.entry_snippets(e)
     broken, fixed = snippets["broken"], snippets["fixed"]
-    left, right = render.diff_snippets(broken["code"], fixed["code"] if fixed else "")
+    left, right = markup.diff_snippets(broken["code"], fixed["code"] if fixed else "")
     requires = d.get("requires", {})
     return {
         "slug": e.slug, "title": e.title, "category": e.category,
         "category_title": CATEGORIES.get(e.category, (e.category,))[0],
-        "summary": render.markdown(e.summary), "cause": render.markdown(e.cause), "fix": render.markdown(e.fix),
+        "summary": markup.markdown(e.summary), "cause": markup.markdown(e.cause), "fix": markup.markdown(e.fix),
         "signatures": d.get("signatures", []), "tags": d.get("tags", []), "torch": d.get("torch", ""),
         "sources": d.get("sources", []), "needs": needs(requires),
         "fresh_process": bool(requires.get("fresh_process")),
@@ -154,10 +154,10 @@ def outcome(part: str, o: dict, at) -> dict:
     return {"part": part, "outcome": o.get("outcome") or "unknown", "exc_type": o.get("exc_type") or "",
             "message": o.get("message") or "", "traceback": o.get("traceback") or "",
             "warnings": o.get("warnings") or [], "stdout": o.get("stdout") or "", "stderr": o.get("stderr") or "",
-            "truncated": bool(o.get("truncated")), "duration": render.duration(o.get("duration_ms")),
+            "truncated": bool(o.get("truncated")), "duration": markup.duration(o.get("duration_ms")),
             "device": o.get("device") or "", "torch_version": o.get("torch_version") or "",
             "expected": o.get("expected"), "reason": o.get("reason") or "",
-            "when": render.when(at), "iso": render.iso(at)}
+            "when": markup.when(at), "iso": markup.iso(at)}
 
 
 def _workers_connected(session: Session, *, gpus: int = 0) -> bool:
@@ -189,7 +189,7 @@ def panel(session: Session, *, slug: str, e: Entry | None, run: Run | None = Non
         out["run"] = {"id": run.id, "state": run.state, "ahead": ahead,
                       "interrupted": bool(run.job.get("interrupted")),
                       "no_workers": pending and not _workers_connected(session),
-                      "when": render.when(run.finished_at or run.created_at)}
+                      "when": markup.when(run.finished_at or run.created_at)}
         out["polling"] = pending
         if not pending:
             out["source"] = "run"
