@@ -55,7 +55,7 @@ def keys_in(path) -> set[str]:
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as c:
         assert c.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert c.execute("SELECT count(*) FROM alembic_version").fetchone() == (1,)
-        assert c.execute("SELECT count(*) FROM sqlite_master WHERE name = 'sig_fts'").fetchone() == (1,)
+        assert c.execute("SELECT count(*) FROM sqlite_master WHERE name = 'entry_fts'").fetchone() == (1,)
         return {k for (k,) in c.execute("SELECT key FROM meta")}
 
 
