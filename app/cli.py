@@ -9,31 +9,14 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.markdown import Markdown
 from rich.table import Table
 
-from .config import Settings
+from . import cli_runs
+from .cli_common import err, out, ready_engine, current_settings
 
 cli = typer.Typer(help="Pitfalls: search PyTorch errors, read the fix, reproduce it on a real worker.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-out = Console()
-err = Console(stderr=True)
-
-
-def _ready_engine(settings: Settings):
-    """Migrate and sync, then hand back an engine (CLI commands work on a fresh machine)."""
-    from . import content
-    from .db import make_engine, migrate
-
-    migrate(settings)
-    engine = make_engine(settings)
-    try:
-        content.sync(engine, settings.content_dir, team=settings.team_content_dir)
-    except content.ContentError as exc:
-        err.print(f"[red]content error:[/red] {exc}")
-        raise typer.Exit(2) from None
-    return engine
 
 
 @cli.command()
@@ -45,7 +28,7 @@ def serve(host: str = "127.0.0.1", port: int = 8000,
 
     from .main import create_app
 
-    settings = Settings()
+    settings = current_settings()
     if workers is not None:
         settings.local_workers = workers
     url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
@@ -61,7 +44,7 @@ def sync(force: Annotated[bool, typer.Option(help="Allow removing most entries (
     from . import content
     from .db import make_engine, migrate
 
-    settings = Settings()
+    settings = current_settings()
     migrate(settings)
     try:
         report = content.sync(make_engine(settings), settings.content_dir, force=force,
@@ -81,7 +64,7 @@ class _Local:
     """This checkout's knowledge base (migrated and synced on first use)."""
 
     def __init__(self) -> None:
-        self.settings = Settings()
+        self.settings = current_settings()
         self.base_url = self.settings.base_url
         if not self.settings.content_dir.is_dir():
             # outside the repository: say what to do, and leave no database file behind
@@ -89,7 +72,7 @@ class _Local:
                       "the Pitfalls repository, set PITFALLS_CONTENT_DIR, or ask your team's server with "
                       "--server URL (or PITFALLS_SERVER).", soft_wrap=True)
             raise typer.Exit(2)
-        self.engine = _ready_engine(self.settings)
+        self.engine = ready_engine(self.settings)
 
     def search(self, text: str) -> dict:
         from .search import QueryError, Searcher
@@ -234,8 +217,8 @@ def eval_(files: Annotated[list[Path], typer.Argument(help="JSONL case files or 
     except (OSError, ValueError) as exc:
         err.print(f"[red]{exc}[/red]", soft_wrap=True, highlight=False)
         raise typer.Exit(2) from None
-    settings = Settings()
-    engine = _ready_engine(settings)
+    settings = current_settings()
+    engine = ready_engine(settings)
     with Session(engine) as session:
         known = set(session.exec(select(Entry.slug)).all())
     searcher = Searcher.from_settings(engine, settings)
@@ -289,8 +272,8 @@ def misses(limit: Annotated[int, typer.Option(help="Show at most this many")] = 
 
     from .team import drafts, misses as team_misses
 
-    settings = Settings()
-    with Session(_ready_engine(settings)) as session:
+    settings = current_settings()
+    with Session(ready_engine(settings)) as session:
         if draft is not None:
             try:
                 path = drafts.create(session, settings.team_content_dir, draft, f"{getpass.getuser()} (cli)")
@@ -318,8 +301,8 @@ def feedback(export: Annotated[Optional[Path], typer.Option(
 
     from .team import feedback as team_feedback
 
-    settings = Settings()
-    with Session(_ready_engine(settings)) as session:
+    settings = current_settings()
+    with Session(ready_engine(settings)) as session:
         if export is not None:
             n = team_feedback.export(session, export)
             out.print(f"wrote {n} misrouted pastes to {export} (check them with `pitfalls eval {export}`)")
@@ -386,7 +369,7 @@ def copy_db(target: Annotated[str, typer.Argument(help="URL of the new database,
     from . import content, transfer
     from .db import make_engine, migrate
 
-    settings = Settings()
+    settings = current_settings()
     into = settings.model_copy(update={"database_url": target})
     migrate(settings)
     migrate(into)
@@ -409,7 +392,7 @@ def backup(path: Path) -> None:
     """Take a consistent online copy of the SQLite database (safe while the server runs)."""
     import sqlite3
 
-    settings = Settings()
+    settings = current_settings()
     db = settings.sqlite_path()
     if db is None:
         err.print("backup copies SQLite databases; for another database use its own tools (pg_dump)")
@@ -426,7 +409,10 @@ def backup(path: Path) -> None:
     out.print(f"backed up {db} to {path}")
 
 
-def main() -> None:
-    from . import cli_runs  # noqa: F401  (registers reproduce / verify / doctor)
+# the commands that run snippets through a local warm pool live beside their helpers
+for command in (cli_runs.verify, cli_runs.reproduce, cli_runs.doctor):
+    cli.command()(command)
 
+
+def main() -> None:
     cli()

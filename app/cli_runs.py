@@ -16,7 +16,7 @@ from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .cli import cli, err, out
+from .cli_common import err, out, ready_engine, current_settings
 from .config import Settings
 from .content import ContentError, LoadedEntry, load_dir
 from .runs import PARTS, empty_outcome
@@ -53,14 +53,13 @@ def run_entry(pool, e: LoadedEntry) -> dict:
     return {"slug": e.slug, "category": e.category, "status": status, "reason": reason, **results}
 
 
-@cli.command()
 def verify(category: Annotated[Optional[str], typer.Option(help="Only this category")] = None,
            as_json: Annotated[bool, typer.Option("--json", help="Print one JSON report")] = False,
            slug: Annotated[Optional[list[str]], typer.Option(help="Only these entries")] = None,
            store: Annotated[bool, typer.Option(help="Record the outcomes, so the entry pages show them")] = True,
            ) -> None:
     """Run every entry's snippets and check them against their expectations; exit 1 on any mismatch."""
-    settings = Settings()
+    settings = current_settings()
     try:
         entries = load_dir(settings.content_dir)
     except ContentError as exc:
@@ -101,10 +100,9 @@ def _store(settings: Settings, report: list[dict]) -> None:
     from sqlmodel import Session
 
     from . import runs
-    from .cli import _ready_engine
     from .models import Entry
 
-    with Session(_ready_engine(settings)) as session:
+    with Session(ready_engine(settings)) as session:
         for row in report:
             entry = session.get(Entry, row["slug"])
             if entry is None:
@@ -130,10 +128,9 @@ def _panel(part: str, o: dict) -> Panel:
     return Panel("\n".join(b for b in body if b), title=part, border_style=style, expand=True)
 
 
-@cli.command()
 def reproduce(slug: str) -> None:
     """Run one entry's broken and fixed snippets here and show both outcomes side by side."""
-    settings = Settings()
+    settings = current_settings()
     try:
         entry = next((e for e in load_dir(settings.content_dir) if e.slug == slug), None)
     except ContentError as exc:
@@ -154,13 +151,12 @@ def reproduce(slug: str) -> None:
         raise typer.Exit(1)
 
 
-@cli.command()
 def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print one JSON report")] = False) -> None:
     """What this machine offers the sandbox: device, torch, which limits are enforced, and which
     protections hold (each one found out by running an attacking snippet, not assumed)."""
     from .sandbox.probe import probe
 
-    settings = Settings()
+    settings = current_settings()
     db = settings.sqlite_path()
     with _pool(settings, size=1) as pool:
         info = pool.info()

@@ -4,6 +4,7 @@ from alembic import context
 from sqlalchemy import engine_from_config, pool
 
 from app import models  # noqa: F401  (registers the tables on SQLModel.metadata)
+from app.team import models as team_models  # noqa: F401  (and the team features' tables)
 from sqlmodel import SQLModel
 
 config = context.config
