@@ -22,7 +22,7 @@ from .search import Searcher
 from .web import api, workers
 from .web.guard import Guard
 from .team.auth import ReadGate
-from .web.local_workers import LocalWorkers
+from .local_workers import LocalWorkers
 
 log = logging.getLogger("pitfalls")
 

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from ..config import Settings
+from .config import Settings
 
 log = logging.getLogger("pitfalls.workers")
 
