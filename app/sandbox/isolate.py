@@ -164,7 +164,8 @@ def _private_mounts(workdir: str | None, tmp_mb: int) -> None:
     size = f"size={max(16, int(tmp_mb))}m"
     for point in ("/tmp", "/dev/shm"):
         if os.path.isdir(point):
-            _mount("tmpfs", point, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,{size}")
+            # a checkout or a venv under /tmp (CI) stays readable: a fresh interpreter needs it
+            _cover(point, f"mode=1777,{size}")
     if keep is not None:
         # the run's folder (made by the pool, so that it can read results and clean up) keeps its
         # path, on top of the private /tmp or wherever TMPDIR put it
@@ -248,6 +249,21 @@ def _needed_paths() -> list[str]:
     return [os.path.realpath(p) for p in paths if os.path.isdir(p)]
 
 
+def _cover(point: str, data: str) -> list[str]:
+    """A fresh tmpfs over `point`, with the folders Python needs that lived under it (the
+    interpreter, the libraries, our code) bound back read-only. Returns those folders."""
+    keep = sorted({p for p in _needed_paths() if p.startswith(point.rstrip(os.sep) + os.sep)})
+    keep = [p for p in keep if not any(p != q and p.startswith(q + os.sep) for q in keep)]
+    fds = [(p, os.open(p, os.O_PATH | os.O_CLOEXEC)) for p in keep]
+    _mount("tmpfs", point, "tmpfs", MS_NOSUID | MS_NODEV, data)
+    for path, fd in fds:
+        os.makedirs(path, mode=0o755, exist_ok=True)
+        _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+        _setattr(path, set_=MOUNT_ATTR_RDONLY, recursive=True)
+        os.close(fd)
+    return keep
+
+
 def _hide_home() -> tuple[bool, str]:
     """An empty tmpfs over the server user's home (its keys, tokens, caches), with only the folders
     Python needs bound back, read-only (a pyenv or a venv under /root, a checkout under ~)."""
@@ -256,17 +272,9 @@ def _hide_home() -> tuple[bool, str]:
     home = os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir)
     if home in ("/", "") or not os.path.isdir(home):
         return (True, f"no home folder to hide ({home!r})")
-    keep = sorted({p for p in _needed_paths() if p == home or p.startswith(home + os.sep)})
-    keep = [p for p in keep if not any(p != q and p.startswith(q + os.sep) for q in keep)]
-    if home in keep:
+    if home in _needed_paths():
         return (False, f"not enforced: Python or our code lives at the home folder itself ({home})")
-    fds = [(p, os.open(p, os.O_PATH | os.O_CLOEXEC)) for p in keep]
-    _mount("tmpfs", home, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
-    for path, fd in fds:
-        os.makedirs(path, mode=0o755, exist_ok=True)
-        _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
-        _setattr(path, set_=MOUNT_ATTR_RDONLY, recursive=True)
-        os.close(fd)
+    keep = _cover(home, "mode=0755,size=1m")
     _setattr(home, set_=MOUNT_ATTR_RDONLY)
     shown = ", ".join(keep) or "nothing"
     return (True, f"{home} replaced by an empty read-only folder; bound back read-only: {shown}")
