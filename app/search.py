@@ -1,14 +1,15 @@
 """Find the entry that explains a pasted error.
 
 1. `normalize.extract` picks the lines that carry the error and sets volatile parts aside.
-2. Signature match: an in-memory inverted index over the normalised signatures (built from SQLite
-   once per content generation) gathers the signatures that share the paste's rarest tokens; each is
-   rescored by IDF-weighted overlap, the signature's recall weighing most.
-3. Free text ("dataloader hangs"): FTS5 BM25 over title, summary and body.
+2. Signature match: an in-memory inverted index over the normalised signatures (built from the
+   database once per content generation) gathers the signatures that share the paste's rarest
+   tokens; each is rescored by IDF-weighted overlap, the signature's recall weighing most.
+3. Free text ("dataloader hangs"): BM25 over title, summary and body (FTS5 on SQLite, the same BM25
+   over PostgreSQL's full-text index: `search_store.py`).
 4. Confident only when a signature matches well, or free text names one entry clearly.
 
-User text never reaches FTS5 as syntax: queries are built from our own `[a-z0-9_]` tokens, each
-double-quoted.
+User text never reaches a full-text engine as syntax: queries are built from our own `[a-z0-9_]`
+tokens, each quoted.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import heapq
 import math
 import re
-import sqlite3
 import threading
 from array import array
 from collections import Counter
@@ -29,6 +29,7 @@ from sqlalchemy.engine import Engine
 from .config import Settings
 
 from .normalize import WORD, Normalized, clean, extract, normalize
+from .search_store import Reader, SearchStore
 
 AUX_WEIGHT = 0.3  # quoted names matter, but less than the words around them
 MAX_LINES = 4  # error lines of a paste that gather candidates (best first)
@@ -103,20 +104,20 @@ class EntryTexts:
     """The words of every entry's text (title apart), with document frequencies: what a paste's
     context is compared with when entries tie."""
 
-    def __init__(self, conn: sqlite3.Connection):
+    def __init__(self, db: Reader):
         df: Counter = Counter()
-        for (body,) in conn.execute("SELECT title || ' ' || summary || ' ' || cause || ' ' || fix FROM entry"):
+        bodies = db.entry_bodies()
+        for body in bodies:
             df.update(set(WORD.findall(body.lower())))
-        self.df, self.n = df, max(1, sum(1 for _ in conn.execute("SELECT 1 FROM entry")))
+        self.df, self.n = df, max(1, len(bodies))
         self._words: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
 
     def idf(self, word: str) -> float:
         return math.log(1 + self.n / (self.df.get(word, 0) + 0.5))
 
-    def words(self, conn: sqlite3.Connection, slug: str) -> tuple[frozenset[str], frozenset[str]]:
+    def words(self, db: Reader, slug: str) -> tuple[frozenset[str], frozenset[str]]:
         if slug not in self._words:
-            row = conn.execute("SELECT title, summary || ' ' || cause || ' ' || fix FROM entry WHERE slug = ?",
-                               (slug,)).fetchone() or ("", "")
+            row = db.entry_text(slug)
             title = frozenset(WORD.findall(row[0].lower()))
             self._words[slug] = (title, title | frozenset(WORD.findall(row[1].lower())))
         return self._words[slug]
@@ -197,16 +198,13 @@ class SignatureIndex:
             self._corrections[token] = best[0] if best else None
         return best[0] if best else None
 
-    def signatures(self, conn: sqlite3.Connection, ids: list[int]) -> list[SignatureInfo]:
-        """The candidates' rows and weights: from memory when seen before (bounded), else SQLite."""
+    def signatures(self, db: Reader, ids: list[int]) -> list[SignatureInfo]:
+        """The candidates' rows and weights: from memory when seen before (bounded), else the database."""
         cache = self._signatures
         missing = [i for i in ids if i not in cache]
         fetched: dict[int, SignatureInfo] = {}
         if missing:
-            rows = conn.execute(
-                "SELECT s.id, s.entry_slug, s.text, s.tokens, s.aux, e.title, e.category FROM signature s "
-                f"JOIN entry e ON e.slug = s.entry_slug WHERE s.id IN ({','.join('?' * len(missing))})",
-                missing).fetchall()
+            rows = db.signature_rows(missing)
             for sid, slug, text, tokens, aux, title, category in rows:
                 toks, aux_set = tokens.split(), set(aux.split())
                 fetched[sid] = SignatureInfo(
@@ -302,7 +300,7 @@ class Searcher:
         self._generation: str | None = None
         self._index = SignatureIndex([])
         self._texts: EntryTexts | None = None  # built on the first tie, per content generation
-        self._local = threading.local()
+        self.store = SearchStore(engine)
 
     @classmethod
     def from_settings(cls, engine: Engine, settings: Settings) -> Searcher:
@@ -310,24 +308,14 @@ class Searcher:
                    limit=settings.search_limit, max_query_bytes=settings.max_query_bytes)
 
     # -- plumbing ---------------------------------------------------------------------------
-    def _conn(self) -> sqlite3.Connection:
-        """One read-only sqlite3 connection per thread, our own: search is latency-bound, and the
-        engine's pool may be disposed under us (app shutdown, tests)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            path = self.engine.url.database
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
-            conn.execute("PRAGMA busy_timeout = 5000")
-            self._local.conn = conn
-        return conn
-
-    def _refresh(self, conn: sqlite3.Connection) -> SignatureIndex:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-        gen = row[0] if row else "0"
+    def _refresh(self, db: Reader) -> SignatureIndex:
+        """The index of the content generation the database holds now (a sync, here or in another
+        replica, bumps it)."""
+        gen = db.generation()
         if gen != self._generation:
             with self._lock:
                 if gen != self._generation:
-                    self._index = SignatureIndex(conn.execute("SELECT id, tokens, aux FROM signature"))
+                    self._index = SignatureIndex(db.signature_tokens())
                     self._texts = None
                     self._generation = gen
         return self._index
@@ -343,9 +331,11 @@ class Searcher:
         text = text.encode("utf-8", "replace").decode("utf-8").replace("\x00", "")
         if not text.strip():
             raise QueryError("the search text is empty: paste an error message or a traceback")
-        limit = limit or self.limit
-        conn = self._conn()
-        index = self._refresh(conn)
+        with self.store.reader() as db:
+            return self._search(db, text, limit or self.limit)
+
+    def _search(self, db: Reader, text: str, limit: int) -> SearchResult:
+        index = self._refresh(db)
         ex = extract(text)
         ignored: Counter = Counter()
         lines = []
@@ -355,17 +345,17 @@ class Searcher:
             lines.append(QueryLine(line, weight, n, index, group))
         if ex.frames:
             ignored["traceback frame"] = ex.frames
-        hits = self._by_signature(conn, index, lines) if lines else {}
+        hits = self._by_signature(db, index, lines) if lines else {}
         confident = self._decisive(list(hits.values()), index)
         if not lines or ex.plain or not hits:
             # free text, or an error no signature knows: BM25 over what entries say
             free = ex.free_text if not lines or ex.plain else " ".join(q.text for q in lines)
-            text_hits, text_confident = self._by_text(conn, free, only_free=not lines or ex.plain)
+            text_hits, text_confident = self._by_text(db, free, only_free=not lines or ex.plain)
             confident = confident or (text_confident and not hits)
             for h in text_hits:
                 hits.setdefault(h.slug, h)
         ranked = sorted(hits.values(), key=lambda h: -(h.score + 0.1 * h.support))
-        ranked, undecided = self._break_ties(conn, ranked, clean(text[:CONTEXT_CHARS]))
+        ranked, undecided = self._break_ties(db, ranked, clean(text[:CONTEXT_CHARS]))
         ranked = ranked[:limit]
         confident = confident and not undecided
         if confident and ranked:  # a clear answer: don't bury it under faint look-alikes
@@ -387,7 +377,7 @@ class Searcher:
         rivals = [h for h in ranked[1:] if h.score > best.score - self.confident_margin]
         return all(index.same_message(best.matched, h.matched) for h in rivals)
 
-    def _by_signature(self, conn: sqlite3.Connection, index: SignatureIndex, lines: list[QueryLine]
+    def _by_signature(self, db: Reader, index: SignatureIndex, lines: list[QueryLine]
                       ) -> dict[str, Hit]:
         ids = index.candidates(lines)
         if not ids:
@@ -395,7 +385,7 @@ class Searcher:
         best: dict[str, Hit] = {}
         best_group: dict[str, int] = {}
         per_line: dict[str, dict[int, float]] = {}  # slug -> paste line (variants as one) -> best score
-        for sig in index.signatures(conn, ids):
+        for sig in index.signatures(db, ids):
             slug, sig_text, title, category = sig.slug, sig.text, sig.title, sig.category
             sig_tokens, sig_w, words = sig.tokens, sig.weights, sig.words
             sig_quoted, sig_names = sig.quoted, sig.names
@@ -437,7 +427,7 @@ class Searcher:
             hit.support = sum(v for g, v in per_line[slug].items() if g != best_group[slug])
         return best
 
-    def _break_ties(self, conn: sqlite3.Connection, ranked: list[Hit], paste: str) -> tuple[list[Hit], bool]:
+    def _break_ties(self, db: Reader, ranked: list[Hit], paste: str) -> tuple[list[Hit], bool]:
         """Entries that match the error about equally well (one message, several causes) are ordered
         by the rest of the paste (its frames' modules, the code that failed, the words around it)
         against what each entry says, and by whether the entry is *about* that message (its title).
@@ -445,12 +435,12 @@ class Searcher:
         if len(ranked) < 2 or ranked[1].score < ranked[0].score - TIE:
             return ranked, False
         tied = [h for h in ranked if h.score >= ranked[0].score - TIE]
-        texts = self._entry_texts(conn)
+        texts = self._entry_texts(db)
         said = set(WORD.findall(paste.lower()))
         known = {w for w in said if w in texts.df}
 
         def key(h: Hit) -> float:
-            title, body = texts.words(conn, h.slug)
+            title, body = texts.words(db, h.slug)
             # the rest of the paste: the words beyond the matched line (frames, code, prose)
             rest = known - set(WORD.findall(h.line.lower()))
             mass = sum(texts.idf(w) for w in rest)
@@ -469,26 +459,22 @@ class Searcher:
         undecided = keyed[0][0] - keyed[1][0] < UNDECIDED
         return [h for _, h in keyed] + ranked[len(tied):], undecided
 
-    def _entry_texts(self, conn: sqlite3.Connection) -> EntryTexts:
+    def _entry_texts(self, db: Reader) -> EntryTexts:
         if self._texts is None:
             with self._lock:
                 if self._texts is None:
-                    self._texts = EntryTexts(conn)
+                    self._texts = EntryTexts(db)
         return self._texts
 
-    def _by_text(self, conn: sqlite3.Connection, text: str, *, only_free: bool) -> tuple[list[Hit], bool]:
-        # the porter tokenizer stems both sides, so words go in as typed (quoted: never syntax)
+    def _by_text(self, db: Reader, text: str, *, only_free: bool) -> tuple[list[Hit], bool]:
         words = [w for w in WORD.findall(text.lower()) if w not in STOPWORDS and not w.isdigit() and len(w) > 1]
         terms = list(dict.fromkeys(words))[:TEXT_TERMS]
         if not terms:
             return [], False
-        sql = ("SELECT slug, e.title, e.category, -bm25(entry_fts, 10.0, 4.0, 1.0) AS s "
-               "FROM entry_fts JOIN entry e USING (slug) WHERE entry_fts MATCH ? ORDER BY rank LIMIT ?")
         # every word first (a small set, cheap to rank); any word only when that finds too little
-        every = conn.execute(sql, (" AND ".join(f'"{t}"' for t in terms), self.limit)).fetchall()
+        every = db.free_text(terms, every=True, limit=self.limit)
         rows = every if len(every) >= 3 or len(terms) == 1 else every + [
-            r for r in conn.execute(sql, (" OR ".join(f'"{t}"' for t in terms), self.limit)).fetchall()
-            if r[0] not in {e[0] for e in every}]
+            r for r in db.free_text(terms, every=False, limit=self.limit) if r[0] not in {e[0] for e in every}]
         if not rows:
             return [], False
         # BM25 is unbounded; squash it below the confidence threshold (free text rarely proves a match)

@@ -7,13 +7,12 @@ from fastapi.testclient import TestClient
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory):
+def client(module_db_url):  # on SQLite and on PostgreSQL (tests/conftest.py)
     from app.config import Settings
     from app.main import create_app
     from tests.conftest import ROOT
 
-    db = tmp_path_factory.mktemp("api") / "t.db"
-    settings = Settings(database_url=f"sqlite:///{db}", content_dir=ROOT / "content", local_workers=0,
+    settings = Settings(database_url=module_db_url, content_dir=ROOT / "content", local_workers=0,
                         max_query_bytes=2_000_000, queue_max=3)
     with TestClient(create_app(settings)) as c:
         yield c
