@@ -136,7 +136,6 @@ def add_synthetic(db: Path, n: int, *, corpus: str = "realistic", seed: int = 0)
                          signatures)
         conn.executemany("INSERT INTO entry_fts(slug, title, summary, body) VALUES (?,?,?,?)", fts)
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('generation', 'synthetic')")
-    conn.execute("INSERT INTO sig_fts(sig_fts) VALUES ('optimize')")
     conn.execute("INSERT INTO entry_fts(entry_fts) VALUES ('optimize')")
     conn.close()
 
