@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.markdown import Markdown
 from rich.table import Table
 
 from . import cli_runs
-from .cli_common import err, out, ready_engine, current_settings
+from .cli_common import current_settings, err, out, ready_engine
 
 cli = typer.Typer(help="Pitfalls: search PyTorch errors, read the fix, reproduce it on a real worker.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -74,7 +74,7 @@ class _Local:
             raise typer.Exit(2)
         self.engine = ready_engine(self.settings)
 
-    def search(self, text: str) -> dict:
+    def search(self, text: str) -> dict[str, Any]:
         from .search import QueryError, Searcher
 
         try:
@@ -83,7 +83,7 @@ class _Local:
             err.print(f"[red]{exc}[/red]")
             raise typer.Exit(2) from None
 
-    def entry(self, slug: str) -> dict:
+    def entry(self, slug: str) -> dict[str, Any]:
         from sqlmodel import Session
 
         from .models import Entry
@@ -102,7 +102,7 @@ class _Remote:
         self.base_url = url.rstrip("/")
         self.http = httpx.Client(base_url=self.base_url, timeout=30)
 
-    def _call(self, method: str, path: str, **kwargs) -> dict:
+    def _call(self, method: str, path: str, **kwargs) -> dict[str, Any]:
         import httpx
 
         try:
@@ -116,10 +116,10 @@ class _Remote:
             raise typer.Exit(2)
         return r.json()
 
-    def search(self, text: str) -> dict:
+    def search(self, text: str) -> dict[str, Any]:
         return self._call("POST", "/api/search", json={"q": text})
 
-    def entry(self, slug: str) -> dict:
+    def entry(self, slug: str) -> dict[str, Any]:
         return self._call("GET", f"/api/entries/{slug}")
 
 
@@ -270,7 +270,8 @@ def misses(limit: Annotated[int, typer.Option(help="Show at most this many")] = 
 
     from sqlmodel import Session
 
-    from .team import drafts, misses as team_misses
+    from .team import drafts
+    from .team import misses as team_misses
 
     settings = current_settings()
     with Session(ready_engine(settings)) as session:

@@ -9,14 +9,14 @@ import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .cli_common import err, out, ready_engine, current_settings
+from .cli_common import current_settings, err, out, ready_engine
 from .config import Settings
 from .content import ContentError, LoadedEntry, load_dir
 from .runs import PARTS, empty_outcome
@@ -32,7 +32,7 @@ def _pool(settings: Settings, size: int | None = None):
     return Pool(size=size, spare=min(settings.worker_spare, size), limits=limits)
 
 
-def _job(e: LoadedEntry, part: str) -> dict | None:
+def _job(e: LoadedEntry, part: str) -> dict[str, Any] | None:
     snippet = getattr(e.spec, part)
     if snippet is None:
         return None
@@ -41,7 +41,7 @@ def _job(e: LoadedEntry, part: str) -> dict | None:
                     requires=e.spec.requires.model_dump(), fresh_process=e.spec.requires.fresh_process)
 
 
-def run_entry(pool, e: LoadedEntry) -> dict:
+def run_entry(pool, e: LoadedEntry) -> dict[str, Any]:
     """Both snippets of one entry, and a verdict: pass, fail or skipped (never skipped as passed)."""
     results = {}
     for part in PARTS:
@@ -95,7 +95,7 @@ def verify(category: Annotated[Optional[str], typer.Option(help="Only this categ
         raise typer.Exit(1)
 
 
-def _store(settings: Settings, report: list[dict]) -> None:
+def _store(settings: Settings, report: list[dict[str, Any]]) -> None:
     """Record verify's outcomes as a run's would be, so pages show them instead of "not yet run"."""
     from sqlmodel import Session
 
@@ -113,7 +113,7 @@ def _store(settings: Settings, report: list[dict]) -> None:
         session.commit()
 
 
-def _panel(part: str, o: dict) -> Panel:
+def _panel(part: str, o: dict[str, Any]) -> Panel:
     head = f"[bold]{o.get('outcome')}[/bold]"
     if o.get("exc_type"):
         head += f"  {o['exc_type']}"

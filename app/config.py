@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -92,7 +93,7 @@ class Settings(BaseSettings):
         prefix = "sqlite:///"
         return Path(self.database_url[len(prefix):]) if self.database_url.startswith(prefix) else None
 
-    def limits(self) -> dict:
+    def limits(self) -> dict[str, Any]:
         """Per-snippet limits sent with each job."""
         return {
             "timeout_s": self.run_timeout_s, "cpu_s": self.run_cpu_s, "memory_mb": self.run_memory_mb,

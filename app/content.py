@@ -11,7 +11,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from sqlalchemy import delete, text
@@ -317,7 +317,7 @@ def _remove(session: Session, slug: str) -> None:
     session.execute(delete(Entry).where(Entry.slug == slug))
 
 
-def seed_inventory(root: Path) -> list[dict]:
+def seed_inventory(root: Path) -> list[dict[str, Any]]:
     """The seed-inventory lines (id, text) that entries must cover."""
     path = root / "seed-inventory.toml"
     return tomllib.loads(path.read_text())["line"] if path.exists() else []

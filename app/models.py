@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import JSON, Column, ForeignKey, Index, Integer, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
@@ -21,7 +22,7 @@ class Entry(SQLModel, table=True):
     summary: str
     cause: str
     fix: str
-    data: dict = Field(sa_column=Column(JSON, nullable=False))  # everything else in the file
+    data: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))  # everything else in the file
     content_hash: str
     path: str
     updated_at: datetime = Field(default_factory=utcnow)
@@ -45,8 +46,8 @@ class Run(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     entry_slug: str = Field(index=True)  # no FK: run history outlives a removed entry
     state: str = Field(default="queued", index=True)  # queued | running | done
-    job: dict = Field(sa_column=Column(JSON, nullable=False))
-    results: dict = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    job: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    results: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     worker_id: str | None = None
     lease: str | None = None
     lease_expires: datetime | None = None
@@ -70,7 +71,7 @@ class Result(SQLModel, table=True):
     snippet_hash: str = Field(index=True)
     torch_version: str
     device: str
-    outcome: dict = Field(sa_column=Column(JSON, nullable=False))
+    outcome: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
     expected: bool | None = None
     run_id: int | None = None
     recorded_at: datetime = Field(default_factory=utcnow)

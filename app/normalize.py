@@ -15,7 +15,7 @@ VERSION = 9
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # (placeholder, what the reader is told was ignored, pattern); order matters: wide shapes first.
-RULES: list[tuple[str, str, re.Pattern]] = [
+RULES: list[tuple[str, str, re.Pattern[str]]] = [
     ("_url_", "url", re.compile(r"https?://\S+")),
     ("_hex_", "address", re.compile(r"\b0x[0-9a-fA-F]+\b")),
     ("_symbol_", "C++ symbol", re.compile(r"\b_Z[A-Za-z0-9_]{6,}")),
@@ -121,7 +121,7 @@ def normalize(line: str) -> Normalized:
     aux: list[str] = []
     out = BOILERPLATE.sub(" ", line).strip() or line.strip()
     for placeholder, label, pattern in RULES:
-        def _sub(m: re.Match, placeholder=placeholder, label=label) -> str:
+        def _sub(m: re.Match[str], placeholder=placeholder, label=label) -> str:
             ignored[label] += 1
             if placeholder == "_q_":
                 quoted = m.group(1) or m.group(2) or m.group(3) or ""
@@ -151,7 +151,7 @@ class Extracted:
     groups: list[int] = field(default_factory=list)  # per line: the paste line it comes from (variants share one)
 
 
-def _is_exc(line: str) -> re.Match | None:
+def _is_exc(line: str) -> re.Match[str] | None:
     m = EXC_LINE.search(line)
     return m if m and not NOISE.search(line) else None
 

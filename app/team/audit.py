@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlmodel import Session, select
 
 from .models import TeamAction
@@ -17,5 +19,5 @@ def recent(session: Session, limit: int = 50) -> list[TeamAction]:
                              .limit(limit)).all())
 
 
-def public(a: TeamAction) -> dict:
+def public(a: TeamAction) -> dict[str, Any]:
     return {"at": a.at.isoformat(), "user": a.user, "action": a.action, "target": a.target, "detail": a.detail}

@@ -21,6 +21,7 @@ import ipaddress
 import secrets
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 from urllib.parse import quote
 
 from fastapi import HTTPException, Request
@@ -70,7 +71,7 @@ class User:
         allowed = set(split(settings.reproduce_groups))
         return self.curator(settings) or not allowed or bool(self.groups & allowed)
 
-    def public(self, settings: Settings) -> dict:
+    def public(self, settings: Settings) -> dict[str, Any]:
         return {"name": self.name, "groups": sorted(self.groups), "via": self.via,
                 "curator": self.curator(settings), "may_reproduce": self.may_reproduce(settings)}
 
@@ -178,7 +179,7 @@ class ReadGate:
         await self.app(scope, receive, send)
 
 
-def template_user(request: Request) -> dict:
+def template_user(request: Request) -> dict[str, Any]:
     """Jinja context processor: the signed-in user (or None) and whether they curate."""
     user = current_user(request)
     settings = request.app.state.settings

@@ -22,7 +22,7 @@ from .models import MissedSearch
 DRAFTS = "drafts"
 EXC = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Warning|Interrupt|Failure))\s*:")
 # First rule that matches the error's template wins; the entry search offered first wins over all.
-GUESSES: list[tuple[str, re.Pattern]] = [
+GUESSES: list[tuple[str, re.Pattern[str]]] = [
     ("parallel", re.compile(r"nccl|distributed|process ?group|\bddp\b|rank|gloo|DataParallel|torchrun", re.I)),
     ("onnx", re.compile(r"onnx|opset|quantiz|torch\.export|tracer", re.I)),
     ("data", re.compile(r"dataloader|worker|collate|dataset|shared memory|shm|sampler", re.I)),

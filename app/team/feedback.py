@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy import func
 from sqlmodel import Session, select
@@ -50,11 +50,11 @@ def give(session: Session, *, slug: str, verdict: Verdict, paste: str = "", comm
     return fb
 
 
-def counts(session: Session) -> list[dict]:
+def counts(session: Session) -> list[dict[str, Any]]:
     """Per entry: how often it solved it and how often it was the wrong entry, most reported first."""
     rows = session.exec(select(Feedback.entry_slug, Feedback.verdict, func.count())
                         .group_by(Feedback.entry_slug, Feedback.verdict)).all()
-    per: dict[str, dict] = {}
+    per: dict[str, dict[str, Any]] = {}
     for slug, verdict, n in rows:
         per.setdefault(slug, {"slug": slug, "solved": 0, "wrong": 0})[verdict] = n
     titles = dict(session.exec(select(Entry.slug, Entry.title).where(Entry.slug.in_(list(per)))).all()) if per else {}
@@ -69,7 +69,7 @@ def misrouted(session: Session, limit: int | None = None) -> list[Feedback]:
     return list(session.exec(query.limit(limit) if limit else query).all())
 
 
-def case(fb: Feedback) -> dict:
+def case(fb: Feedback) -> dict[str, Any]:
     """One evaluation case (eval/README.md): `ok` is the entry the user ended up using, or empty
     (the right answer is to abstain) when they named none; `wrong` is the entry search gave."""
     return {"id": f"feedback-{fb.id}", "text": fb.lines, "source": f"feedback #{fb.id}" + (f" by {fb.user}" if fb.user else ""),
@@ -88,6 +88,6 @@ def export(session: Session, path: Path) -> int:
     return len(rows)
 
 
-def public(fb: Feedback) -> dict:
+def public(fb: Feedback) -> dict[str, Any]:
     return {"id": fb.id, "entry": fb.entry_slug, "verdict": fb.verdict, "lines": fb.lines.split("\n") if fb.lines else [],
             "comment": fb.comment, "used": fb.used_slug, "user": fb.user, "created_at": fb.created_at.isoformat()}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import re
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import case, delete, select, update
 from sqlalchemy.engine import Engine
@@ -112,7 +113,7 @@ def record(engine: Engine, settings: Settings, paste: str, *, confident: bool, b
     return True
 
 
-def on_search(request, paste: str, result: dict) -> str:
+def on_search(request, paste: str, result: dict[str, Any]) -> str:
     """The hook where searches are served (a search's `as_dict()` or the page's view of it): record
     the search when it missed, and hand back its normalised error lines (what a feedback form may
     carry back; never the paste). A failure to record never fails the search."""
@@ -142,7 +143,7 @@ def listing(session: Session, settings: Settings, *, limit: int = 200) -> list[M
     return list(session.scalars(query).all())
 
 
-def public(m: MissedSearch) -> dict:
+def public(m: MissedSearch) -> dict[str, Any]:
     return {"id": m.id, "template": m.template, "example": m.example, "count": m.count,
             "first_seen": m.first_seen.isoformat(), "last_seen": m.last_seen.isoformat(),
             "best_slug": m.best_slug, "draft_path": m.draft_path, "drafted_by": m.drafted_by,

@@ -111,12 +111,12 @@ QUEUE_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def entry_out(e: Entry) -> dict:
+def entry_out(e: Entry) -> dict[str, Any]:
     return {"slug": e.slug, "title": e.title, "category": e.category, "summary": e.summary,
             "requires": Requires(**e.data.get("requires", {})).model_dump()}
 
 
-def _search(searcher, q: str, request: Request) -> dict:
+def _search(searcher, q: str, request: Request) -> dict[str, Any]:
     try:
         result = searcher.search(q).as_dict()
     except QueryError as exc:
@@ -128,25 +128,25 @@ def _search(searcher, q: str, request: Request) -> dict:
 
 @router.get("/api/search", response_model=SearchOut, tags=["search"])
 def search_get(q: Annotated[str, Query(description="Error text; use POST for long tracebacks.")],
-               searcher: SearcherDep, request: Request) -> dict:
+               searcher: SearcherDep, request: Request) -> dict[str, Any]:
     """Find the entries that explain an error message."""
     return _search(searcher, q, request)
 
 
 @router.post("/api/search", response_model=SearchOut, tags=["search"])
-def search_post(body: SearchBody, searcher: SearcherDep, request: Request) -> dict:
+def search_post(body: SearchBody, searcher: SearcherDep, request: Request) -> dict[str, Any]:
     """Same as GET, for whole tracebacks."""
     return _search(searcher, body.q, request)
 
 
 @router.get("/api/categories", response_model=list[CategoryOut], tags=["entries"])
-def categories(session: SessionDep) -> list[dict]:
+def categories(session: SessionDep) -> list[dict[str, Any]]:
     """The nine categories with their entry counts."""
     return page_data.categories(session)  # the same data the home page shows
 
 
 @router.get("/api/entries", response_model=list[EntryOut], tags=["entries"])
-def entries(session: SessionDep, category: str | None = None) -> list[dict]:
+def entries(session: SessionDep, category: str | None = None) -> list[dict[str, Any]]:
     """All entries, or one category's."""
     if category is not None and category not in CATEGORIES:
         raise HTTPException(404, f"no category {category!r}; categories: {', '.join(CATEGORIES)}")
@@ -164,7 +164,7 @@ def get_entry(session: Session, slug: str) -> Entry:
 
 
 @router.get("/api/entries/{slug}", response_model=EntryDetail, tags=["entries"])
-def entry_detail(slug: str, session: SessionDep) -> dict:
+def entry_detail(slug: str, session: SessionDep) -> dict[str, Any]:
     """One entry in full, with its latest recorded outcomes."""
     e = get_entry(session, slug)
     d = e.data
@@ -188,7 +188,7 @@ def reproduce(slug: str, request: Request, session: SessionDep) -> Any:
 
 
 @router.get("/api/runs/{run_id}", response_model=RunOut, tags=["runs"])
-def get_run(run_id: RunId, session: SessionDep) -> dict:
+def get_run(run_id: RunId, session: SessionDep) -> dict[str, Any]:
     """A run's state and, once done, both outcomes."""
     run = session.get(Run, run_id)
     if run is None:
@@ -197,7 +197,7 @@ def get_run(run_id: RunId, session: SessionDep) -> dict:
 
 
 @router.get("/healthz", tags=["service"])
-def healthz(session: SessionDep) -> dict:
+def healthz(session: SessionDep) -> dict[str, Any]:
     """Liveness, the number of entries, the queue, and the workers seen."""
     n = session.exec(select(func.count()).select_from(Entry)).one()
     states = dict(session.exec(select(Run.state, func.count()).group_by(Run.state)).all())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import timedelta
+from typing import Any
 
 from sqlmodel import Session, func, select
 
@@ -22,14 +23,14 @@ RECENT = 6
 
 
 # -- home and categories ---------------------------------------------------------------------------
-def categories(session: Session) -> list[dict]:
+def categories(session: Session) -> list[dict[str, Any]]:
     """The nine categories with their entry counts, in the fixed order."""
     counts = dict(session.exec(select(Entry.category, func.count()).group_by(Entry.category)).all())
     return [{"name": name, "title": title, "description": desc, "count": counts.get(name, 0)}
             for name, (title, desc) in CATEGORIES.items()]
 
 
-def recently_reproduced(session: Session, limit: int = RECENT) -> list[dict]:
+def recently_reproduced(session: Session, limit: int = RECENT) -> list[dict[str, Any]]:
     """Entries with the newest stored outcomes, newest first."""
     newest = func.max(Result.recorded_at)
     rows = session.exec(select(Result.entry_slug, newest).group_by(Result.entry_slug)
@@ -44,11 +45,11 @@ def recently_reproduced(session: Session, limit: int = RECENT) -> list[dict]:
     return out[:limit]
 
 
-def home(session: Session) -> dict:
+def home(session: Session) -> dict[str, Any]:
     return {"categories": categories(session), "recent": recently_reproduced(session)}
 
 
-def badge(entry: Entry, latest: dict[str, Result]) -> dict:
+def badge(entry: Entry, latest: dict[str, Result]) -> dict[str, Any]:
     """Verification badge from the latest stored outcomes: passed / failed / partial / not yet run."""
     if not latest:
         return {"state": "none", "label": "not yet run", "detail": "No stored run for the current snippets."}
@@ -63,7 +64,7 @@ def badge(entry: Entry, latest: dict[str, Result]) -> dict:
     return {"state": "partial", "label": "partly run", "detail": f"last run on {where}"}
 
 
-def category(session: Session, name: str) -> dict | None:
+def category(session: Session, name: str) -> dict[str, Any] | None:
     """A category's entries, each with its summary and verification badge; None if unknown."""
     if name not in CATEGORIES:
         return None
@@ -76,7 +77,7 @@ def category(session: Session, name: str) -> dict | None:
     return {"name": name, "title": title, "description": description, "entries": items}
 
 
-def needs(requires: dict) -> list[str]:
+def needs(requires: dict[str, Any]) -> list[str]:
     """Short requirement tags: "CUDA GPU", "2 GPUs", "onnx"."""
     tags = []
     gpus = int(requires.get("gpus") or 0)
@@ -89,7 +90,7 @@ def needs(requires: dict) -> list[str]:
 
 
 # -- search ----------------------------------------------------------------------------------------
-def search(searcher: Searcher, q: str) -> dict:
+def search(searcher: Searcher, q: str) -> dict[str, Any]:
     """Results for a paste, with marks, what was ignored, and the closest categories when unsure.
 
     Raises `search.QueryError` for empty or oversized text.
@@ -111,7 +112,7 @@ def search(searcher: Searcher, q: str) -> dict:
 
 
 # -- entries and runs ------------------------------------------------------------------------------
-def _expect_text(expect: dict | None) -> str:
+def _expect_text(expect: dict[str, Any] | None) -> str:
     if not expect:
         return ""
     outcome = expect.get("outcome", "")
@@ -128,7 +129,7 @@ def _expect_text(expect: dict | None) -> str:
     return text
 
 
-def entry(session: Session, e: Entry) -> dict:
+def entry(session: Session, e: Entry) -> dict[str, Any]:
     """Everything the entry page shows except the run panel."""
     d = e.data
     snippets = runs.entry_snippets(e)
@@ -149,7 +150,7 @@ def entry(session: Session, e: Entry) -> dict:
     }
 
 
-def outcome(part: str, o: dict, at) -> dict:
+def outcome(part: str, o: dict[str, Any], at) -> dict[str, Any]:
     """One snippet's outcome, every optional field defaulted, for the outcome card."""
     return {"part": part, "outcome": o.get("outcome") or "unknown", "exc_type": o.get("exc_type") or "",
             "message": o.get("message") or "", "traceback": o.get("traceback") or "",
@@ -172,7 +173,7 @@ def _gpus_needed(e: Entry) -> int:
     return max(int(requires.get("gpus") or 0), 1 if requires.get("cuda") else 0)
 
 
-def panel(session: Session, *, slug: str, e: Entry | None, run: Run | None = None, message: str = "") -> dict:
+def panel(session: Session, *, slug: str, e: Entry | None, run: Run | None = None, message: str = "") -> dict[str, Any]:
     """The outcomes panel: a run's state and results, or the latest stored outcomes of the entry."""
     out = {"slug": slug, "can_run": e is not None, "run": None, "polling": False, "outcomes": [],
            "source": "none", "message": message, "needs_gpus": 0, "gpu_missing": False}

@@ -4,7 +4,7 @@ searches, feedback and drafts. Curator routes need a signed-in user with the cur
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -15,15 +15,15 @@ from ..models import Entry
 from ..team import audit, auth, drafts, feedback, misses
 from ..team.models import TeamNote
 from . import markup
-from .templating import templates
 from .deps import SessionDep
+from .templating import templates
 
 router = APIRouter()
 Curator = Annotated[auth.User, Depends(auth.require_curator)]
 MaybeUser = Annotated[auth.User | None, Depends(auth.current_user)]
 
 
-def _page(request: Request, name: str, context: dict, status_code: int = 200) -> HTMLResponse:
+def _page(request: Request, name: str, context: dict[str, Any], status_code: int = 200) -> HTMLResponse:
     return templates.TemplateResponse(request, f"team/{name}.html", context, status_code=status_code)
 
 
@@ -33,7 +33,7 @@ def _safe_next(target: str | None) -> str:
 
 
 # -- what other pages show ---------------------------------------------------------------------------
-def entry_extras(session: Session, slug: str) -> dict:
+def entry_extras(session: Session, slug: str) -> dict[str, Any]:
     """For the entry page: the team's notes on this entry."""
     notes = session.exec(select(TeamNote).where(TeamNote.entry_slug == slug).order_by(TeamNote.path)).all()
     return {"notes": [{"html": markup.markdown(n.text), "path": n.path} for n in notes]}
@@ -95,7 +95,7 @@ def _feedback_form(request: Request, session: Session, *, choice: str, slug: str
     return _page(request, "feedback_thanks", {"slug": slug, "title": e.title, "verdict": verdict})
 
 
-def _entry_choices(session: Session) -> list[dict]:
+def _entry_choices(session: Session) -> list[dict[str, Any]]:
     return [{"slug": s, "title": t} for s, t in session.exec(select(Entry.slug, Entry.title).order_by(Entry.title)).all()]
 
 
@@ -130,7 +130,7 @@ class FeedbackOut(BaseModel):
 
 
 @router.post("/api/feedback", status_code=201, response_model=FeedbackOut, tags=["team"])
-def feedback_api(body: FeedbackIn, session: SessionDep, user: MaybeUser) -> dict:
+def feedback_api(body: FeedbackIn, session: SessionDep, user: MaybeUser) -> dict[str, Any]:
     """Say whether an entry solved your error. Shown to curators and exported; never changes ranking."""
     try:
         fb = feedback.give(session, slug=body.entry, verdict=body.verdict, paste=body.q, comment=body.comment,
@@ -141,7 +141,7 @@ def feedback_api(body: FeedbackIn, session: SessionDep, user: MaybeUser) -> dict
 
 
 @router.get("/api/me", tags=["team"])
-def me(request: Request, user: MaybeUser) -> dict:
+def me(request: Request, user: MaybeUser) -> dict[str, Any]:
     """The signed-in user (through the trusted proxy or the admin token) and their roles, or null."""
     return {"user": user.public(request.app.state.settings) if user else None}
 
@@ -188,13 +188,13 @@ def draft_page(miss_id: int, request: Request, session: SessionDep, user: Curato
 
 
 @router.get("/api/team/misses", response_model=list[MissOut], tags=["team"])
-def misses_api(request: Request, session: SessionDep, user: Curator) -> list[dict]:
+def misses_api(request: Request, session: SessionDep, user: Curator) -> list[dict[str, Any]]:
     """Searches that ended without a confident match, grouped by error template, most frequent first."""
     return [misses.public(m) for m in misses.listing(session, request.app.state.settings)]
 
 
 @router.post("/api/team/misses/{miss_id}/draft", status_code=201, tags=["team"])
-def draft_api(miss_id: int, request: Request, session: SessionDep, user: Curator) -> dict:
+def draft_api(miss_id: int, request: Request, session: SessionDep, user: Curator) -> dict[str, Any]:
     """Write a draft entry file for a missed search into the team content folder's `drafts/`."""
     team_dir = request.app.state.settings.team_content_dir
     try:
@@ -205,12 +205,12 @@ def draft_api(miss_id: int, request: Request, session: SessionDep, user: Curator
 
 
 @router.get("/api/team/feedback", tags=["team"])
-def feedback_summary(session: SessionDep, user: Curator) -> dict:
+def feedback_summary(session: SessionDep, user: Curator) -> dict[str, Any]:
     """Per-entry counts ('solved', 'wrong') and the misrouted pastes (normalised), newest first."""
     return {"entries": feedback.counts(session), "misrouted": [feedback.public(f) for f in feedback.misrouted(session)]}
 
 
 @router.get("/api/team/actions", tags=["team"])
-def actions(session: SessionDep, user: Curator) -> list[dict]:
+def actions(session: SessionDep, user: Curator) -> list[dict[str, Any]]:
     """Who did what, newest first: drafts created, feedback given, admin sign-ins."""
     return [audit.public(a) for a in audit.recent(session, 200)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse
@@ -21,7 +22,7 @@ HTMX_SRI = "sha384-2OatzQy1H+Zd/IIrjr1TcuDGqLXeHhbooAyJY1KdQMKnr4LZ22k31GBLdYKHm
 HTMX_CDN = f"https://cdn.jsdelivr.net/npm/htmx.org@{HTMX_VERSION}/dist/htmx.min.js"
 
 
-def _htmx(request: Request) -> dict:
+def _htmx(request: Request) -> dict[str, Any]:
     """The htmx <script> source: the CDN at a pinned version with SRI, or the vendored copy."""
     if request.app.state.settings.htmx_local:
         return {"htmx": {"src": "/static/vendor/htmx.min.js", "sri": None}}
@@ -38,8 +39,8 @@ def is_fragment(request: Request) -> bool:
     return request.headers.get("hx-request") == "true" and request.headers.get("hx-boosted") != "true"
 
 
-def render(request: Request, page: str, context: dict, *, status_code: int = 200,
-           headers: dict | None = None) -> HTMLResponse:
+def render(request: Request, page: str, context: dict[str, Any], *, status_code: int = 200,
+           headers: dict[str, Any] | None = None) -> HTMLResponse:
     """`page.html`, or `_page.html` on an HTMX request; both from the same context. Sends Vary."""
     name = f"_{page}.html" if is_fragment(request) else f"{page}.html"
     response = templates.TemplateResponse(request, name, context, status_code=status_code, headers=headers)
