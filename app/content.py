@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from sqlalchemy import delete, text
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from .categories import CATEGORIES
 from .models import Entry, Meta, Signature, utcnow
@@ -312,9 +312,9 @@ def sync(engine: Engine, root: Path, *, force: bool = False, team: Path | None =
 
 def _remove(session: Session, slug: str) -> None:
     # signatures first, explicitly, so the FTS triggers see each delete
-    session.execute(delete(Signature).where(Signature.entry_slug == slug))
+    session.execute(delete(Signature).where(col(Signature.entry_slug) == slug))
     session.execute(text("DELETE FROM entry_fts WHERE slug = :slug"), {"slug": slug})
-    session.execute(delete(Entry).where(Entry.slug == slug))
+    session.execute(delete(Entry).where(col(Entry.slug) == slug))
 
 
 def seed_inventory(root: Path) -> list[dict[str, Any]]:

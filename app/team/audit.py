@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from .models import TeamAction
 
@@ -15,7 +15,7 @@ def log(session: Session, user: str | None, action: str, target: str = "", detai
 
 
 def recent(session: Session, limit: int = 50) -> list[TeamAction]:
-    return list(session.exec(select(TeamAction).order_by(TeamAction.at.desc(), TeamAction.id.desc())
+    return list(session.exec(select(TeamAction).order_by(col(TeamAction.at).desc(), col(TeamAction.id).desc())
                              .limit(limit)).all())
 
 

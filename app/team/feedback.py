@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sqlalchemy import func
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from ..models import Entry
 from . import audit
@@ -57,7 +57,7 @@ def counts(session: Session) -> list[dict[str, Any]]:
     per: dict[str, dict[str, Any]] = {}
     for slug, verdict, n in rows:
         per.setdefault(slug, {"slug": slug, "solved": 0, "wrong": 0})[verdict] = n
-    titles = dict(session.exec(select(Entry.slug, Entry.title).where(Entry.slug.in_(list(per)))).all()) if per else {}
+    titles = dict(session.exec(select(Entry.slug, Entry.title).where(col(Entry.slug).in_(list(per)))).all()) if per else {}
     out = [d | {"title": titles.get(d["slug"], d["slug"])} for d in per.values()]
     return sorted(out, key=lambda d: (-d["wrong"] - d["solved"], d["slug"]))
 
@@ -65,7 +65,7 @@ def counts(session: Session) -> list[dict[str, Any]]:
 def misrouted(session: Session, limit: int | None = None) -> list[Feedback]:
     """'Wrong entry' reports that carry the search's error lines, newest first."""
     query = (select(Feedback).where(Feedback.verdict == "wrong", Feedback.lines != "")
-             .order_by(Feedback.created_at.desc(), Feedback.id.desc()))
+             .order_by(col(Feedback.created_at).desc(), col(Feedback.id).desc()))
     return list(session.exec(query.limit(limit) if limit else query).all())
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import case, delete, select, update
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from ..config import Settings
 from ..models import utcnow
@@ -131,7 +131,7 @@ def on_search(request, paste: str, result: dict[str, Any]) -> str:
 def prune(session: Session, settings: Settings) -> int:
     """Drop misses not seen within the retention period; the number dropped."""
     cutoff = utcnow() - timedelta(days=settings.misses_retention_days)
-    n = session.execute(delete(MissedSearch).where(MissedSearch.last_seen < cutoff)).rowcount
+    n = session.execute(delete(MissedSearch).where(col(MissedSearch.last_seen) < cutoff)).rowcount
     session.commit()
     return n
 
@@ -139,7 +139,7 @@ def prune(session: Session, settings: Settings) -> int:
 def listing(session: Session, settings: Settings, *, limit: int = 200) -> list[MissedSearch]:
     """Misses, most frequent first (then most recent), after pruning the expired ones."""
     prune(session, settings)
-    query = select(MissedSearch).order_by(MissedSearch.count.desc(), MissedSearch.last_seen.desc()).limit(limit)
+    query = select(MissedSearch).order_by(col(MissedSearch.count).desc(), col(MissedSearch.last_seen).desc()).limit(limit)
     return list(session.scalars(query).all())
 
 

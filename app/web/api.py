@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
-from sqlmodel import Session, func, select
+from sqlmodel import Session, col, func, select
 
 from .. import runs
 from ..categories import CATEGORIES
@@ -203,6 +203,6 @@ def healthz(session: SessionDep) -> dict[str, Any]:
     states = dict(session.exec(select(Run.state, func.count()).group_by(Run.state)).all())
     workers = [{"id": w.id, "device": w.device, "torch_version": w.torch_version, "gpus": w.gpus,
                 "hostname": w.hostname, "last_seen": w.last_seen.isoformat()}
-               for w in session.exec(select(Worker).order_by(Worker.last_seen.desc())).all()]
+               for w in session.exec(select(Worker).order_by(col(Worker.last_seen).desc())).all()]
     return {"status": "ok", "entries": n, "queue": {"queued": states.get("queued", 0),
             "running": states.get("running", 0)}, "workers": workers}

@@ -10,7 +10,7 @@ from collections import defaultdict
 from datetime import timedelta
 from typing import Any
 
-from sqlmodel import Session, func, select
+from sqlmodel import Session, col, func, select
 
 from .. import runs
 from ..categories import CATEGORIES
@@ -35,7 +35,7 @@ def recently_reproduced(session: Session, limit: int = RECENT) -> list[dict[str,
     newest = func.max(Result.recorded_at)
     rows = session.exec(select(Result.entry_slug, newest).group_by(Result.entry_slug)
                         .order_by(newest.desc()).limit(limit * 2)).all()
-    entries = {e.slug: e for e in session.exec(select(Entry).where(Entry.slug.in_([r[0] for r in rows]))).all()}
+    entries = {e.slug: e for e in session.exec(select(Entry).where(col(Entry.slug).in_([r[0] for r in rows]))).all()}
     out = []
     for slug, at in rows:
         if slug in entries:
