@@ -90,6 +90,7 @@ class _Local:
 
         with Session(self.engine) as session:
             e = session.get(Entry, slug)
+            assert e is not None, f"{slug} came from a search of this database"
             return {"slug": e.slug, "title": e.title, "category": e.category, "summary": e.summary, "fix": e.fix}
 
 
