@@ -83,7 +83,7 @@ def export(session: Session, path: Path) -> int:
     rows = misrouted(session)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as f:
-        for fb in sorted(rows, key=lambda r: r.id):
+        for fb in sorted(rows, key=lambda r: r.id or 0):  # stored rows always have an id
             f.write(json.dumps(case(fb), ensure_ascii=False) + "\n")
     return len(rows)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
-from typing import Annotated
+from typing import Annotated, cast
 
 from fastapi import Depends, Header, HTTPException, Path, Request
 from sqlmodel import Session
@@ -14,7 +14,7 @@ from ..search import Searcher
 
 
 def get_settings(request: Request) -> Settings:
-    return request.app.state.settings
+    return cast(Settings, request.app.state.settings)  # set once by create_app
 
 
 def get_session(request: Request) -> Iterator[Session]:
@@ -23,7 +23,7 @@ def get_session(request: Request) -> Iterator[Session]:
 
 
 def get_searcher(request: Request) -> Searcher:
-    return request.app.state.searcher
+    return cast(Searcher, request.app.state.searcher)  # set once by create_app
 
 
 def require_worker(request: Request, authorization: Annotated[str | None, Header()] = None) -> None:

@@ -186,7 +186,7 @@ def panel(session: Session, *, slug: str, e: Entry | None, run: Run | None = Non
         ahead = 0
         if run.state == "queued":
             ahead = session.exec(select(func.count()).select_from(Run)
-                                 .where(Run.state == "queued", Run.id < run.id)).one()
+                                 .where(Run.state == "queued", col(Run.id) < run.id)).one()
         out["run"] = {"id": run.id, "state": run.state, "ahead": ahead,
                       "interrupted": bool(run.job.get("interrupted")),
                       "no_workers": pending and not _workers_connected(session),
