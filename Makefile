@@ -24,7 +24,8 @@ $(VENV)/.test: pyproject.toml
 	# the CPU build CI uses (a wheel cache first; then PyTorch's CPU index; macOS: PyPI's build is CPU)
 	$(PIP) 'torch==2.13.0+cpu' 2>/dev/null || $(PIP) $(CPU_INDEX) 'torch==2.13.0+cpu' 2>/dev/null \
 	  || $(PIP) torch==2.13.0
-	$(PIP) -e '.[test,postgres]'
+	$(PIP) 'pip>=25.1'  # dependency groups
+	$(PIP) -e '.[postgres]' --group dev
 	scripts/install-chromium
 	# PostgreSQL's server for the tests' PostgreSQL half (they start a private one; skipped where it can't install)
 	scripts/install-postgres
@@ -34,7 +35,9 @@ run: $(VENV)/.run
 	$(VENV)/bin/pitfalls serve --host $(HOST) --port $(PORT)
 
 test: $(VENV)/.test
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
 	$(VENV)/bin/pitfalls coverage
 	$(VENV)/bin/pitfalls verify
@@ -43,7 +46,9 @@ verify: $(VENV)/.test
 	$(VENV)/bin/pitfalls verify
 
 lint: $(VENV)/.test
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 bench: $(VENV)/.test
 	$(PY) bench/bench_search.py

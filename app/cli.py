@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.markdown import Markdown
@@ -15,14 +15,20 @@ from rich.table import Table
 from . import cli_runs
 from .cli_common import current_settings, err, out, ready_engine
 
-cli = typer.Typer(help="Pitfalls: search PyTorch errors, read the fix, reproduce it on a real worker.",
-                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+cli = typer.Typer(
+    help="Pitfalls: search PyTorch errors, read the fix, reproduce it on a real worker.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
 
 
 @cli.command()
-def serve(host: str = "127.0.0.1", port: int = 8000,
-          workers: Annotated[Optional[int], typer.Option(help="Local worker processes (default: setting)")] = None,
-          ) -> None:
+def serve(
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    workers: Annotated[int | None, typer.Option(help="Local worker processes (default: setting)")] = None,
+) -> None:
     """Migrate, sync content/ and serve the app, with a local worker pool."""
     import uvicorn
 
@@ -38,8 +44,11 @@ def serve(host: str = "127.0.0.1", port: int = 8000,
 
 
 @cli.command()
-def sync(force: Annotated[bool, typer.Option(help="Allow removing most entries (an emptied content folder)")]
-         = False) -> None:
+def sync(
+    force: Annotated[
+        bool, typer.Option(help="Allow removing most entries (an emptied content folder)")
+    ] = False,
+) -> None:
     """Load content/ into the database (idempotent; a bad file changes nothing)."""
     from . import content
     from .db import make_engine, migrate
@@ -47,17 +56,23 @@ def sync(force: Annotated[bool, typer.Option(help="Allow removing most entries (
     settings = current_settings()
     migrate(settings)
     try:
-        report = content.sync(make_engine(settings), settings.content_dir, force=force,
-                              team=settings.team_content_dir)
+        report = content.sync(
+            make_engine(settings), settings.content_dir, force=force, team=settings.team_content_dir
+        )
     except content.ContentError as exc:
         err.print(f"[red]content error:[/red] {exc}")
         raise typer.Exit(2) from None
     out.print(f"synced {settings.content_dir}: {report}")
 
 
-Server = Annotated[Optional[str], typer.Option(
-    "--server", envvar="PITFALLS_SERVER",
-    help="A team's Pitfalls server (URL) to ask instead of a local knowledge base")]
+Server = Annotated[
+    str | None,
+    typer.Option(
+        "--server",
+        envvar="PITFALLS_SERVER",
+        help="A team's Pitfalls server (URL) to ask instead of a local knowledge base",
+    ),
+]
 
 
 class _Local:
@@ -68,9 +83,12 @@ class _Local:
         self.base_url = self.settings.base_url
         if not self.settings.content_dir.is_dir():
             # outside the repository: say what to do, and leave no database file behind
-            err.print(f"[red]No knowledge base here[/red] (no {self.settings.content_dir}/ folder). Run this inside "
-                      "the Pitfalls repository, set PITFALLS_CONTENT_DIR, or ask your team's server with "
-                      "--server URL (or PITFALLS_SERVER).", soft_wrap=True)
+            err.print(
+                f"[red]No knowledge base here[/red] (no {self.settings.content_dir}/ folder). Run this inside "
+                "the Pitfalls repository, set PITFALLS_CONTENT_DIR, or ask your team's server with "
+                "--server URL (or PITFALLS_SERVER).",
+                soft_wrap=True,
+            )
             raise typer.Exit(2)
         self.engine = ready_engine(self.settings)
 
@@ -91,7 +109,13 @@ class _Local:
         with Session(self.engine) as session:
             e = session.get(Entry, slug)
             assert e is not None, f"{slug} came from a search of this database"
-            return {"slug": e.slug, "title": e.title, "category": e.category, "summary": e.summary, "fix": e.fix}
+            return {
+                "slug": e.slug,
+                "title": e.title,
+                "category": e.category,
+                "summary": e.summary,
+                "fix": e.fix,
+            }
 
 
 class _Remote:
@@ -145,9 +169,11 @@ def _tee_stdin(limit: int = 4_000_000) -> str:
 
 
 @cli.command()
-def search(text: Annotated[str, typer.Argument(help="Error text ('-' reads stdin)")],
-           as_json: Annotated[bool, typer.Option("--json", help="Print the API's JSON")] = False,
-           server: Server = None) -> None:
+def search(
+    text: Annotated[str, typer.Argument(help="Error text ('-' reads stdin)")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the API's JSON")] = False,
+    server: Server = None,
+) -> None:
     """Search the knowledge base for an error message."""
     result = _kb(server).search(_read_stdin() if text == "-" else text)
     if as_json:
@@ -155,16 +181,20 @@ def search(text: Annotated[str, typer.Argument(help="Error text ('-' reads stdin
         return
     table = Table("score", "entry", "category", "matched", box=None)
     for h in result["results"]:
-        table.add_row(f"{h['score']:.2f}", f"[bold]{h['title']}[/bold]\n{h['slug']}", h["category"],
-                      h["matched"][:100])
-    out.print(("[green]confident match[/green]" if result["confident"] else "[yellow]no confident match[/yellow]"))
+        table.add_row(
+            f"{h['score']:.2f}", f"[bold]{h['title']}[/bold]\n{h['slug']}", h["category"], h["matched"][:100]
+        )
+    out.print(
+        "[green]confident match[/green]" if result["confident"] else "[yellow]no confident match[/yellow]"
+    )
     out.print(table)
 
 
 @cli.command()
-def explain(server: Server = None,
-            quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Don't pass the input through")] = False,
-            ) -> None:
+def explain(
+    server: Server = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Don't pass the input through")] = False,
+) -> None:
     """Explain the error at the end of a program's output: `python train.py 2>&1 | pitfalls explain`.
 
     The output passes through as the program runs; at its end, the best entry, its fix and its page.
@@ -193,14 +223,16 @@ def explain(server: Server = None,
 
 
 @cli.command("eval")
-def eval_(files: Annotated[list[Path], typer.Argument(help="JSONL case files or folders (e.g. eval/wild)")],
-          as_json: Annotated[bool, typer.Option("--json", help="Print figures and misses as JSON")] = False,
-          show_misses: Annotated[bool, typer.Option("--misses/--no-misses", help="List each miss")] = True,
-          thresholds: Annotated[bool, typer.Option(help="Also print what each confidence threshold gives")] = False,
-          save: Annotated[Optional[Path], typer.Option(help="Write each case's verdict to this JSON file")] = None,
-          against: Annotated[Optional[Path], typer.Option(help="List the cases whose verdict changed since a "
-                                                                 "file written by --save")] = None,
-          ) -> None:
+def eval_(
+    files: Annotated[list[Path], typer.Argument(help="JSONL case files or folders (e.g. eval/wild)")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print figures and misses as JSON")] = False,
+    show_misses: Annotated[bool, typer.Option("--misses/--no-misses", help="List each miss")] = True,
+    thresholds: Annotated[bool, typer.Option(help="Also print what each confidence threshold gives")] = False,
+    save: Annotated[Path | None, typer.Option(help="Write each case's verdict to this JSON file")] = None,
+    against: Annotated[
+        Path | None, typer.Option(help="List the cases whose verdict changed since a file written by --save")
+    ] = None,
+) -> None:
     """Score search on real pastes: top-1 confident-and-right, top-3, wrong-and-confident, abstention.
 
     Writing entries: `--save before.json` first, then `--against before.json` shows what they changed."""
@@ -230,16 +262,35 @@ def eval_(files: Annotated[list[Path], typer.Argument(help="JSONL case files or 
     moved = changes(before, report) if before is not None else None
     misses = report.misses() if show_misses else []
     if as_json:
-        out.print_json(json.dumps({
-            "figures": figures, "unknown_slugs": report.unknown_slugs, "changed": moved,
-            "misses": [{"id": o.case.id, "verdict": o.verdict, "ok": list(o.case.ok), "got": o.ranked[:3],
-                        "score": o.score, "source": o.case.source} for o in misses]}))
+        out.print_json(
+            json.dumps(
+                {
+                    "figures": figures,
+                    "unknown_slugs": report.unknown_slugs,
+                    "changed": moved,
+                    "misses": [
+                        {
+                            "id": o.case.id,
+                            "verdict": o.verdict,
+                            "ok": list(o.case.ok),
+                            "got": o.ranked[:3],
+                            "score": o.score,
+                            "source": o.case.source,
+                        }
+                        for o in misses
+                    ],
+                }
+            )
+        )
         return
     for o in misses:
         first = o.case.text.strip().splitlines()[-1][:110]
-        out.print(f"[yellow]{o.verdict:15}[/yellow] {o.case.id:14} want {','.join(o.case.ok) or '(abstain)'}"
-                  f"  got {o.ranked[0] if o.ranked else '-'} {o.score:.2f}\n{'':16}[dim]{first}[/dim]",
-                  highlight=False, soft_wrap=True)
+        out.print(
+            f"[yellow]{o.verdict:15}[/yellow] {o.case.id:14} want {','.join(o.case.ok) or '(abstain)'}"
+            f"  got {o.ranked[0] if o.ranked else '-'} {o.score:.2f}\n{'':16}[dim]{first}[/dim]",
+            highlight=False,
+            soft_wrap=True,
+        )
     for case_id, slugs in report.unknown_slugs.items():
         err.print(f"[red]{case_id}: unknown entry {', '.join(slugs)}[/red]")
     for way, colour in (("better", "green"), ("worse", "red")):
@@ -250,21 +301,31 @@ def eval_(files: Annotated[list[Path], typer.Argument(help="JSONL case files or 
         unthresholded = evaluate(cases, searcher.search, known)
         table = Table("threshold", "confident", "precision", "top-1 right", "wrong+confident", box=None)
         for row in threshold_table(unthresholded, [x / 100 for x in range(40, 96, 5)]):
-            table.add_row(f"{row['threshold']:.2f}", str(row["confident"]), f"{row['precision']:.1%}",
-                          f"{row['top1_confident_right']:.1%}", f"{row['wrong_confident']:.1%}")
+            table.add_row(
+                f"{row['threshold']:.2f}",
+                str(row["confident"]),
+                f"{row['precision']:.1%}",
+                f"{row['top1_confident_right']:.1%}",
+                f"{row['wrong_confident']:.1%}",
+            )
         out.print(table)
-    out.print(f"{figures['cases']} cases, {figures['covered']} with an entry ({figures['coverage']:.1%})\n"
-              f"  top-1 confident and right  {figures['top1_confident_right']:.1%}  (of cases with an entry)\n"
-              f"  top-3                      {figures['top3']:.1%}  (of cases with an entry)\n"
-              f"  wrong and confident        {figures['wrong_confident']:.1%}  (of all cases)\n"
-              f"  abstained on uncovered     {figures['abstain_uncovered']:.1%}\n"
-              f"  confident answers right    {figures['confident_precision']:.1%}", highlight=False)
+    out.print(
+        f"{figures['cases']} cases, {figures['covered']} with an entry ({figures['coverage']:.1%})\n"
+        f"  top-1 confident and right  {figures['top1_confident_right']:.1%}  (of cases with an entry)\n"
+        f"  top-3                      {figures['top3']:.1%}  (of cases with an entry)\n"
+        f"  wrong and confident        {figures['wrong_confident']:.1%}  (of all cases)\n"
+        f"  abstained on uncovered     {figures['abstain_uncovered']:.1%}\n"
+        f"  confident answers right    {figures['confident_precision']:.1%}",
+        highlight=False,
+    )
 
 
 @cli.command()
-def misses(limit: Annotated[int, typer.Option(help="Show at most this many")] = 50,
-           draft: Annotated[Optional[int], typer.Option(help="Write a draft entry file for this miss (its id)")] = None,
-           as_json: Annotated[bool, typer.Option("--json", help="Print them as JSON")] = False) -> None:
+def misses(
+    limit: Annotated[int, typer.Option(help="Show at most this many")] = 50,
+    draft: Annotated[int | None, typer.Option(help="Write a draft entry file for this miss (its id)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print them as JSON")] = False,
+) -> None:
     """Searches that ended without a confident match, most frequent first; --draft ID writes a draft
     entry file for one into the team content folder (drafts/)."""
     import getpass
@@ -290,14 +351,20 @@ def misses(limit: Annotated[int, typer.Option(help="Show at most this many")] = 
         return
     table = Table("id", "seen", "last seen", "error (normalised)", "draft", box=None)
     for m in rows:
-        table.add_row(str(m["id"]), str(m["count"]), m["last_seen"][:10], m["template"], m["draft_path"] or "")
+        table.add_row(
+            str(m["id"]), str(m["count"]), m["last_seen"][:10], m["template"], m["draft_path"] or ""
+        )
     out.print(table)
     out.print(f"{len(rows)} missed searches" + ("" if settings.record_misses else " (recording is off)"))
 
 
 @cli.command()
-def feedback(export: Annotated[Optional[Path], typer.Option(
-        help="Write the misrouted pastes as evaluation cases (JSONL, as `pitfalls eval` reads)")] = None) -> None:
+def feedback(
+    export: Annotated[
+        Path | None,
+        typer.Option(help="Write the misrouted pastes as evaluation cases (JSONL, as `pitfalls eval` reads)"),
+    ] = None,
+) -> None:
     """Feedback per entry ("solved it" / "wrong entry"); --export FILE writes the misrouted pastes."""
     from sqlmodel import Session
 
@@ -349,20 +416,27 @@ def coverage(content_dir: Path = Path("content")) -> None:
 
 
 @cli.command()
-def worker(server: Annotated[str, typer.Option(help="URL of the Pitfalls web service")],
-           token: Annotated[str, typer.Option(envvar="PITFALLS_WORKER_TOKEN", help="The service's worker token")],
-           concurrency: int = 2, spare: int = 2) -> None:
+def worker(
+    server: Annotated[str, typer.Option(help="URL of the Pitfalls web service")],
+    token: Annotated[str, typer.Option(envvar="PITFALLS_WORKER_TOKEN", help="The service's worker token")],
+    concurrency: int = 2,
+    spare: int = 2,
+) -> None:
     """Run a worker that pulls jobs from a Pitfalls service (the team's GPU box)."""
     from .sandbox import agent
 
     # the agent owns logging, signals and a clear exit on a refused token
-    raise typer.Exit(agent.main(["--server", server, "--token", token, "--concurrency", str(concurrency),
-                                 "--spare", str(spare)]))
+    raise typer.Exit(
+        agent.main(
+            ["--server", server, "--token", token, "--concurrency", str(concurrency), "--spare", str(spare)]
+        )
+    )
 
 
 @cli.command("copy-db")
-def copy_db(target: Annotated[str, typer.Argument(help="URL of the new database, e.g. postgresql://user:pw@host/db")]
-            ) -> None:
+def copy_db(
+    target: Annotated[str, typer.Argument(help="URL of the new database, e.g. postgresql://user:pw@host/db")],
+) -> None:
     """Copy this database's run history and results to a new database (moving from SQLite to PostgreSQL).
 
     The target is migrated and synced from the content folders; runs, results, workers, feedback,
@@ -385,8 +459,11 @@ def copy_db(target: Annotated[str, typer.Argument(help="URL of the new database,
     finally:
         source.dispose()
         dest.dispose()
-    out.print("copied " + ", ".join(f"{n} {name}" for name, n in counts.items())
-              + f" to {dest.url.render_as_string(hide_password=True)}")
+    out.print(
+        "copied "
+        + ", ".join(f"{n} {name}" for name, n in counts.items())
+        + f" to {dest.url.render_as_string(hide_password=True)}"
+    )
 
 
 @cli.command()

@@ -9,7 +9,7 @@ import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.panel import Panel
@@ -36,9 +36,13 @@ def _job(e: LoadedEntry, part: str) -> dict[str, Any] | None:
     snippet = getattr(e.spec, part)
     if snippet is None:
         return None
-    return make_job(snippet.code, expect=snippet.expect.model_dump(exclude_none=True),
-                    check=snippet.check if snippet.check is not None else e.spec.check,
-                    requires=e.spec.requires.model_dump(), fresh_process=e.spec.requires.fresh_process)
+    return make_job(
+        snippet.code,
+        expect=snippet.expect.model_dump(exclude_none=True),
+        check=snippet.check if snippet.check is not None else e.spec.check,
+        requires=e.spec.requires.model_dump(),
+        fresh_process=e.spec.requires.fresh_process,
+    )
 
 
 def run_entry(pool, e: LoadedEntry) -> dict[str, Any]:
@@ -53,11 +57,12 @@ def run_entry(pool, e: LoadedEntry) -> dict[str, Any]:
     return {"slug": e.slug, "category": e.category, "status": status, "reason": reason, **results}
 
 
-def verify(category: Annotated[Optional[str], typer.Option(help="Only this category")] = None,
-           as_json: Annotated[bool, typer.Option("--json", help="Print one JSON report")] = False,
-           slug: Annotated[Optional[list[str]], typer.Option(help="Only these entries")] = None,
-           store: Annotated[bool, typer.Option(help="Record the outcomes, so the entry pages show them")] = True,
-           ) -> None:
+def verify(
+    category: Annotated[str | None, typer.Option(help="Only this category")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON report")] = False,
+    slug: Annotated[list[str] | None, typer.Option(help="Only these entries")] = None,
+    store: Annotated[bool, typer.Option(help="Record the outcomes, so the entry pages show them")] = True,
+) -> None:
     """Run every entry's snippets and check them against their expectations; exit 1 on any mismatch."""
     settings = current_settings()
     try:
@@ -65,14 +70,25 @@ def verify(category: Annotated[Optional[str], typer.Option(help="Only this categ
     except ContentError as exc:
         err.print(f"[red]content error:[/red] {exc}")
         raise typer.Exit(2) from None
-    entries = [e for e in entries if (not category or e.category == category) and (not slug or e.slug in slug)]
+    entries = [
+        e for e in entries if (not category or e.category == category) and (not slug or e.slug in slug)
+    ]
     if not entries:
         err.print("no entries selected")
         raise typer.Exit(2)
     report = []
-    with _pool(settings) as pool, Progress(TextColumn("verify"), BarColumn(), MofNCompleteColumn(),
-                                           TimeElapsedColumn(), TextColumn("{task.description}"),
-                                           console=err, disable=as_json and not err.is_terminal) as bar:
+    with (
+        _pool(settings) as pool,
+        Progress(
+            TextColumn("verify"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.description}"),
+            console=err,
+            disable=as_json and not err.is_terminal,
+        ) as bar,
+    ):
         task = bar.add_task("", total=len(entries))
         with ThreadPoolExecutor(pool.size) as ex:
             for row in ex.map(lambda e: run_entry(pool, e), entries):
@@ -87,8 +103,13 @@ def verify(category: Annotated[Optional[str], typer.Option(help="Only this categ
         table = Table("status", "entry", "broken", "fixed", "reason", box=None)
         colour = {"pass": "green", "fail": "red", "skipped": "yellow"}
         for r in sorted(report, key=lambda r: (r["status"] != "fail", r["category"], r["slug"])):
-            table.add_row(f"[{colour[r['status']]}]{r['status']}[/]", f"{r['category']}/{r['slug']}",
-                          r["broken"].get("outcome"), r["fixed"].get("outcome"), (r["reason"] or "")[:120])
+            table.add_row(
+                f"[{colour[r['status']]}]{r['status']}[/]",
+                f"{r['category']}/{r['slug']}",
+                r["broken"].get("outcome"),
+                r["fixed"].get("outcome"),
+                (r["reason"] or "")[:120],
+            )
         out.print(table)
         out.print(f"{summary['pass']} passed, {summary['fail']} failed, {summary['skipped']} skipped")
     if summary["fail"]:
@@ -122,8 +143,10 @@ def _panel(part: str, o: dict[str, Any]) -> Panel:
         body.append(f"[yellow]{w.get('category')}[/yellow]: {w.get('message', '')[:300]}")
     if o.get("stdout"):
         body.append("[dim]stdout[/dim]\n" + o["stdout"][-1500:])
-    body.append(f"[dim]{o.get('device')} · torch {o.get('torch_version')} · {o.get('duration_ms')} ms · "
-                f"{'as expected' if o.get('expected') else 'NOT as expected' if o.get('expected') is False else ''}[/dim]")
+    body.append(
+        f"[dim]{o.get('device')} · torch {o.get('torch_version')} · {o.get('duration_ms')} ms · "
+        f"{'as expected' if o.get('expected') else 'NOT as expected' if o.get('expected') is False else ''}[/dim]"
+    )
     style = "green" if o.get("expected") else "red" if o.get("expected") is False else "yellow"
     return Panel("\n".join(b for b in body if b), title=part, border_style=style, expand=True)
 
@@ -160,8 +183,12 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print one JSON 
     db = settings.sqlite_path()
     with _pool(settings, size=1) as pool:
         info = pool.info()
-        protections = probe(pool, code_dir=str(Path(__file__).resolve().parents[1]),
-                            database=str(Path(db).resolve()) if db else None, home=str(Path.home()))
+        protections = probe(
+            pool,
+            code_dir=str(Path(__file__).resolve().parents[1]),
+            database=str(Path(db).resolve()) if db else None,
+            home=str(Path.home()),
+        )
     if as_json:
         out.print_json(json.dumps({**info, "protections": protections}, default=str))
         return

@@ -138,8 +138,10 @@ class SyncReport:
     unchanged: int = 0
 
     def __str__(self) -> str:
-        return (f"{len(self.added)} added, {len(self.updated)} updated, {len(self.removed)} removed, "
-                f"{self.unchanged} unchanged")
+        return (
+            f"{len(self.added)} added, {len(self.updated)} updated, {len(self.removed)} removed, "
+            f"{self.unchanged} unchanged"
+        )
 
 
 def _location(loc: tuple) -> str:
@@ -208,9 +210,11 @@ def load_team(team: Path, shipped: list[LoadedEntry]) -> tuple[list[LoadedEntry]
     by_slug = {e.slug: e for e in shipped}
     for e in entries:
         if e.slug in by_slug:
-            raise ContentError(f"{e.path}: slug {e.slug!r} is already the shipped entry {by_slug[e.slug].path}; "
-                               "a team entry cannot replace a shipped one: rename the team file, or attach a note "
-                               f"as notes/{e.slug}.md")
+            raise ContentError(
+                f"{e.path}: slug {e.slug!r} is already the shipped entry {by_slug[e.slug].path}; "
+                "a team entry cannot replace a shipped one: rename the team file, or attach a note "
+                f"as notes/{e.slug}.md"
+            )
     known = set(by_slug) | {e.slug for e in entries}
     notes = []
     for path in sorted((team / "notes").glob("*.md")):
@@ -220,7 +224,9 @@ def load_team(team: Path, shipped: list[LoadedEntry]) -> tuple[list[LoadedEntry]
         except UnicodeDecodeError as exc:
             raise ContentError(f"{rel}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         if path.stem not in known:
-            raise ContentError(f"{rel}: no entry {path.stem!r} to attach this note to (name the file <slug>.md)")
+            raise ContentError(
+                f"{rel}: no entry {path.stem!r} to attach this note to (name the file <slug>.md)"
+            )
         if not text_:
             raise ContentError(f"{rel}: the note is empty")
         notes.append(TeamNoteFile(path.stem, rel, text_))
@@ -237,8 +243,18 @@ def _sync_notes(session: Session, notes: list[TeamNoteFile]) -> None:
 def entry_row(e: LoadedEntry) -> Entry:
     s = e.spec
     data = s.model_dump(exclude={"title", "summary", "cause", "fix"}, exclude_none=True)
-    return Entry(slug=e.slug, category=e.category, title=s.title, summary=s.summary, cause=s.cause, fix=s.fix,
-                 data=data, content_hash=e.content_hash, path=e.path, updated_at=utcnow())
+    return Entry(
+        slug=e.slug,
+        category=e.category,
+        title=s.title,
+        summary=s.summary,
+        cause=s.cause,
+        fix=s.fix,
+        data=data,
+        content_hash=e.content_hash,
+        path=e.path,
+        updated_at=utcnow(),
+    )
 
 
 def signature_rows(e: LoadedEntry) -> list[Signature]:
@@ -284,8 +300,10 @@ def sync(engine: Engine, root: Path, *, force: bool = False, team: Path | None =
         vanished = sorted(set(existing) - set(wanted))
         if not force and len(existing) > 2 and len(vanished) > MASS_REMOVAL * len(existing):
             # an empty or wrong content folder (a missing mount, a typo) must not wipe the knowledge base
-            raise ContentError(f"{root}: syncing would remove {len(vanished)} of {len(existing)} entries; "
-                               "nothing was changed (check the content folder, or force the sync)")
+            raise ContentError(
+                f"{root}: syncing would remove {len(vanished)} of {len(existing)} entries; "
+                "nothing was changed (check the content folder, or force the sync)"
+            )
         for slug in vanished:
             _remove(session, slug)
             report.removed.append(slug)
@@ -301,8 +319,10 @@ def sync(engine: Engine, root: Path, *, force: bool = False, team: Path | None =
             session.add(entry_row(e))
             session.flush()
             session.add_all(signature_rows(e))
-            session.execute(text("INSERT INTO entry_fts(slug, title, summary, body) VALUES (:slug, :t, :s, :b)"),
-                            {"slug": e.slug, "t": e.spec.title, "s": e.spec.summary, "b": _index_body(e)})
+            session.execute(
+                text("INSERT INTO entry_fts(slug, title, summary, body) VALUES (:slug, :t, :s, :b)"),
+                {"slug": e.slug, "t": e.spec.title, "s": e.spec.summary, "b": _index_body(e)},
+            )
         if report.added or report.updated or report.removed:
             bump_generation(session)
         _sync_notes(session, notes)

@@ -30,7 +30,7 @@ def normalize_url(url: str) -> str:
     """`postgresql://` and `postgres://` URLs use psycopg 3 (SQLAlchemy would pick psycopg2)."""
     for prefix in ("postgresql://", "postgres://"):
         if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix):]
+            return "postgresql+psycopg://" + url[len(prefix) :]
     return url
 
 
@@ -39,8 +39,10 @@ def backend(url_or_engine: str | Engine) -> str:
     url = url_or_engine.url if isinstance(url_or_engine, Engine) else make_url(normalize_url(url_or_engine))
     name = url.get_backend_name()
     if name not in BACKENDS:
-        raise ValueError(f"unsupported database {name!r} in PITFALLS_DATABASE_URL: use sqlite:///path or "
-                         "postgresql://user:password@host/database")
+        raise ValueError(
+            f"unsupported database {name!r} in PITFALLS_DATABASE_URL: use sqlite:///path or "
+            "postgresql://user:password@host/database"
+        )
     return name
 
 

@@ -179,13 +179,21 @@ def threshold_table(report: Report, thresholds: Iterable[float]) -> list[dict[st
     for t in thresholds:
         conf = [o for o in report.outcomes if o.confident and o.ranked and o.score >= t]
         right = [o for o in conf if o.ranked[0] in o.case.ok]
-        rows.append({"threshold": t, "confident": len(conf), "precision": len(right) / len(conf) if conf else 1.0,
-                     "top1_confident_right": len(right) / covered,
-                     "wrong_confident": (len(conf) - len(right)) / max(len(report.outcomes), 1)})
+        rows.append(
+            {
+                "threshold": t,
+                "confident": len(conf),
+                "precision": len(right) / len(conf) if conf else 1.0,
+                "top1_confident_right": len(right) / covered,
+                "wrong_confident": (len(conf) - len(right)) / max(len(report.outcomes), 1),
+            }
+        )
     return rows
 
 
-def choose_threshold(report: Report, *, precision: float = 0.97, grid: Iterable[float] | None = None) -> float:
+def choose_threshold(
+    report: Report, *, precision: float = 0.97, grid: Iterable[float] | None = None
+) -> float:
     """The lowest threshold whose confident answers are right at least `precision` of the time."""
     grid = sorted(grid or [x / 100 for x in range(40, 100)])
     for row in threshold_table(report, grid):
@@ -194,7 +202,9 @@ def choose_threshold(report: Report, *, precision: float = 0.97, grid: Iterable[
     return grid[-1]
 
 
-def cross_validate(report: Report, *, rounds: int = 200, precision: float = 0.97, seed: int = 0) -> dict[str, float]:
+def cross_validate(
+    report: Report, *, rounds: int = 200, precision: float = 0.97, seed: int = 0
+) -> dict[str, float]:
     """Choose the threshold on a random half of the cases, measure it on the other half.
 
     Says how far the chosen threshold can be trusted on pastes it was not chosen on.
@@ -206,7 +216,7 @@ def cross_validate(report: Report, *, rounds: int = 200, precision: float = 0.97
     precisions, rights, wrongs, thresholds = [], [], [], []
     for _ in range(rounds):
         shuffled = rng.sample(outs, len(outs))
-        fit, held = Report(shuffled[: len(outs) // 2]), Report(shuffled[len(outs) // 2:])
+        fit, held = Report(shuffled[: len(outs) // 2]), Report(shuffled[len(outs) // 2 :])
         t = choose_threshold(fit, precision=precision)
         row = threshold_table(held, [t])[0]
         thresholds.append(t)
@@ -214,6 +224,10 @@ def cross_validate(report: Report, *, rounds: int = 200, precision: float = 0.97
         rights.append(row["top1_confident_right"])
         wrongs.append(row["wrong_confident"])
     ordered = sorted(precisions)
-    return {"threshold_median": sorted(thresholds)[rounds // 2], "held_out_precision_mean": sum(precisions) / rounds,
-            "held_out_precision_p5": ordered[int(0.05 * rounds)],
-            "held_out_top1_mean": sum(rights) / rounds, "held_out_wrong_confident_mean": sum(wrongs) / rounds}
+    return {
+        "threshold_median": sorted(thresholds)[rounds // 2],
+        "held_out_precision_mean": sum(precisions) / rounds,
+        "held_out_precision_p5": ordered[int(0.05 * rounds)],
+        "held_out_top1_mean": sum(rights) / rounds,
+        "held_out_wrong_confident_mean": sum(wrongs) / rounds,
+    }

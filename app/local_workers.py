@@ -28,9 +28,19 @@ class LocalWorkers:
         self._thread = threading.Thread(target=self._watch, name="local-workers", daemon=True)
 
     def _spawn(self) -> subprocess.Popen:
-        cmd = [sys.executable, "-m", "app.sandbox.agent", "--server", self.server_url,
-               "--concurrency", str(self.settings.worker_concurrency), "--spare", str(self.settings.worker_spare),
-               "--parent-pid", str(os.getpid())]  # it exits when we are gone, even after a kill -9
+        cmd = [
+            sys.executable,
+            "-m",
+            "app.sandbox.agent",
+            "--server",
+            self.server_url,
+            "--concurrency",
+            str(self.settings.worker_concurrency),
+            "--spare",
+            str(self.settings.worker_spare),
+            "--parent-pid",
+            str(os.getpid()),
+        ]  # it exits when we are gone, even after a kill -9
         # this machine's workers take the server's per-snippet limits as their maxima
         for key, value in self.settings.limits().items():
             cmd += ["--limit", f"{key}={int(value) if isinstance(value, bool) else value}"]

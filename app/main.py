@@ -10,19 +10,19 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 from sqlmodel import Session
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import content, runs
 from .config import Settings
 from .db import make_engine, migrate, queue_listener, startup_lock
+from .local_workers import LocalWorkers
 from .search import Searcher
+from .team.auth import ReadGate
 from .web import api, workers
 from .web.guard import Guard
-from .team.auth import ReadGate
-from .local_workers import LocalWorkers
 
 log = logging.getLogger("pitfalls")
 
@@ -58,11 +58,18 @@ def create_app(settings: Settings | None = None, *, worker_url: str | None = Non
             app.state.engine.dispose()
 
     # FastAPIOffline: /docs and /redoc from assets shipped in the package, so they work offline
-    app = FastAPIOffline(title="Pitfalls", version="0.1.0", lifespan=lifespan,
-                         description="Search PyTorch errors, read the fix, reproduce it on a real worker.")
+    app = FastAPIOffline(
+        title="Pitfalls",
+        version="0.1.0",
+        lifespan=lifespan,
+        description="Search PyTorch errors, read the fix, reproduce it on a real worker.",
+    )
     app.add_middleware(ReadGate, settings=settings)  # sign-in for reading, when the setting asks for it
-    app.add_middleware(Guard, max_body_bytes=settings.max_body_bytes,
-                       script_hosts="" if settings.htmx_local else " https://cdn.jsdelivr.net")
+    app.add_middleware(
+        Guard,
+        max_body_bytes=settings.max_body_bytes,
+        script_hosts="" if settings.htmx_local else " https://cdn.jsdelivr.net",
+    )
     app.state.settings = settings
     app.state.engine = make_engine(settings)
     app.state.searcher = Searcher.from_settings(app.state.engine, settings)
@@ -78,8 +85,11 @@ def create_app(settings: Settings | None = None, *, worker_url: str | None = Non
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException):
         # browsers asking for a page that isn't there get the styled 404, API clients JSON
-        if (exc.status_code == 404 and not request.url.path.startswith("/api/")
-                and "text/html" in request.headers.get("accept", "")):
+        if (
+            exc.status_code == 404
+            and not request.url.path.startswith("/api/")
+            and "text/html" in request.headers.get("accept", "")
+        ):
             from .web.templating import not_found  # noqa: PLC0415
 
             return not_found(request, "There is no page at this address.")
@@ -87,9 +97,11 @@ def create_app(settings: Settings | None = None, *, worker_url: str | None = Non
 
     app.include_router(api.router)
     app.include_router(workers.router)
-    from .web import pages, templating  # noqa: PLC0415  (pages import templates; keep API usable without them)
-
-    from .web import team  # noqa: PLC0415
+    from .web import (  # noqa: PLC0415  (pages import templates; keep API usable without them)
+        pages,
+        team,  # noqa: PLC0415
+        templating,
+    )
 
     app.include_router(team.router)
     app.include_router(pages.router)

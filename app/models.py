@@ -32,7 +32,9 @@ class Signature(SQLModel, table=True):
     """An error text of an entry, with its tokens for matching (`app.normalize`)."""
 
     id: int | None = Field(default=None, primary_key=True)
-    entry_slug: str = Field(sa_column=Column(String, ForeignKey("entry.slug", ondelete="CASCADE"), index=True))
+    entry_slug: str = Field(
+        sa_column=Column(String, ForeignKey("entry.slug", ondelete="CASCADE"), index=True)
+    )
     text: str
     tokens: str  # space-joined main tokens
     aux: str  # space-joined low-weight tokens (quoted names, dtypes)
@@ -61,7 +63,9 @@ class Result(SQLModel, table=True):
     """Latest outcome per snippet, keyed by snippet hash, torch version and device."""
 
     __table_args__ = (
-        UniqueConstraint("entry_slug", "part", "snippet_hash", "torch_version", "device", name="uq_result_key"),
+        UniqueConstraint(
+            "entry_slug", "part", "snippet_hash", "torch_version", "device", name="uq_result_key"
+        ),
         Index("ix_result_latest", "entry_slug", "part", "snippet_hash", "recorded_at"),
     )
 

@@ -21,15 +21,41 @@ RULES: list[tuple[str, str, re.Pattern[str]]] = [
     ("_symbol_", "C++ symbol", re.compile(r"\b_Z[A-Za-z0-9_]{6,}")),
     ("_shape_", "shape", re.compile(r"torch\.Size\(\[[\d,\s]*\]\)")),
     ("_size_", "size", re.compile(r"\b\d+(?:\.\d+)?\s?(?:[KMGT]i?B|bytes|B)\b")),
-    ("_path_", "path", re.compile(r"(?:[A-Za-z]:\\|\\\\)[^\s\"'<>|:]+|(?<![\w.:/])(?:~|\.{1,2})?(?:/[\w.\-+@~]+){2,}/?")),
-    ("_shape_", "shape", re.compile(r"\[\s*-?\d+(?:\s*,\s*-?\d+)+\s*,?\s*\]|\(\s*\d+(?:\s*,\s*\d+)+\s*,?\s*\)|\b\d+(?:x\d+)+\b")),
+    (
+        "_path_",
+        "path",
+        re.compile(r"(?:[A-Za-z]:\\|\\\\)[^\s\"'<>|:]+|(?<![\w.:/])(?:~|\.{1,2})?(?:/[\w.\-+@~]+){2,}/?"),
+    ),
+    (
+        "_shape_",
+        "shape",
+        re.compile(
+            r"\[\s*-?\d+(?:\s*,\s*-?\d+)+\s*,?\s*\]|\(\s*\d+(?:\s*,\s*\d+)+\s*,?\s*\)|\b\d+(?:x\d+)+\b"
+        ),
+    ),
     ("_arch_", "GPU arch", re.compile(r"\bsm_\d+a?\b|\bcompute_\d+\b")),
-    ("_gpu_", "GPU name", re.compile(r"\b(?:NVIDIA\s+)?(?:GeForce|Tesla|Quadro|TITAN|RTX|GTX|A\d{2,3}|H\d{3}|L\d{1,2}|V100|T4|P100|K\d{2})\b[\w\- ]*?(?=\s+(?:with|which|GPU|is|has)\b|\s*[,;)]|$)")),
+    (
+        "_gpu_",
+        "GPU name",
+        re.compile(
+            r"\b(?:NVIDIA\s+)?(?:GeForce|Tesla|Quadro|TITAN|RTX|GTX|A\d{2,3}|H\d{3}|L\d{1,2}|V100|T4|P100|K\d{2})\b[\w\- ]*?(?=\s+(?:with|which|GPU|is|has)\b|\s*[,;)]|$)"
+        ),
+    ),
     # quoted names, and called names (`forward()`): in a template such as "X() takes 2 positional
     # arguments" the name is what tells one error from another
-    ("_q_", "quoted name", re.compile(r"(?<![A-Za-z])'([^'\n]{1,200})'(?![A-Za-z])|\"([^\"\n]{1,200})\"|"
-                                      r"(?<![\w.])((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\(\)")),
-    ("_num_", "number", re.compile(r"(?<=\bGPU)\d+\b|(?<![\w.])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?!\w)", re.I)),
+    (
+        "_q_",
+        "quoted name",
+        re.compile(
+            r"(?<![A-Za-z])'([^'\n]{1,200})'(?![A-Za-z])|\"([^\"\n]{1,200})\"|"
+            r"(?<![\w.])((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\(\)"
+        ),
+    ),
+    (
+        "_num_",
+        "number",
+        re.compile(r"(?<=\bGPU)\d+\b|(?<![\w.])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?!\w)", re.I),
+    ),
 ]
 # Sentences PyTorch appends to many different errors: they say nothing about which error it is, and
 # left in, a signature that carries one "matches" every other error that carries it too.
@@ -45,42 +71,80 @@ BOILERPLATE = re.compile(
     r"If you are a Facebook employee using PyTorch on mobile, please visit \S+ for possible resolutions\.?|"
     r"'[^'\n]{1,200}' is only available for these backends: \[[^\]]*\]?\.?|"
     # transformers/diffusers wrap the real import error in this sentence
-    r"Failed to import [\w.]+ because of the following error \(look up to see its traceback\):?", re.I)
+    r"Failed to import [\w.]+ because of the following error \(look up to see its traceback\):?",
+    re.I,
+)
 WORD = re.compile(r"[a-z0-9_]+")
 # `_pickle.UnpicklingError` is `pickle.UnpicklingError` raised from the C accelerator module
 PRIVATE_MODULE = re.compile(r"(?<![\w.])_([a-z]\w*)\.(?=[A-Z]\w*(?:Error|Exception|Warning)\b)")
 SMALL_INT = re.compile(r"[-+]?\d{1,2}")
-PATHLIKE = re.compile(r"[\\/]|\.(?:py|so|dll|pyd|dylib|cpp|cu|h|pt|pth|ckpt|bin|safetensors|json|yaml|txt)\b", re.I)
-FILE_NOISE = frozenset("py so dll pyd dylib cpp cu h pt pth cpython linux gnu x86_64 aarch64 win_amd64 "
-                       "darwin lib".split())
+PATHLIKE = re.compile(
+    r"[\\/]|\.(?:py|so|dll|pyd|dylib|cpp|cu|h|pt|pth|ckpt|bin|safetensors|json|yaml|txt)\b", re.I
+)
+FILE_NOISE = frozenset(
+    [
+        "py",
+        "so",
+        "dll",
+        "pyd",
+        "dylib",
+        "cpp",
+        "cu",
+        "h",
+        "pt",
+        "pth",
+        "cpython",
+        "linux",
+        "gnu",
+        "x86_64",
+        "aarch64",
+        "win_amd64",
+        "darwin",
+        "lib",
+    ]
+)
 
 # Lines that carry the error: `ExcType: message` anywhere (after timestamps or `file.py:12:`),
 # CUDA kernel assertions, NCCL/CUDA error lines, and bare exception names.
-EXC_LINE = re.compile(r"(?:^|[\s:\[(>`*'\"])((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Warning|Interrupt|Failure))"
-                      r"(?::\s*(.*))?$")
-SIGNAL_LINE = re.compile(r"Assertion `|CUDA error|CUDNN_STATUS|CUBLAS_STATUS|NCCL (?:error|WARN)|Watchdog caught|"
-                         r"killed by signal|bus error|Segmentation fault|core dumped|out of memory|is deprecated|"
-                         r"Error\(s\) in|Missing key|Unexpected key|size mismatch for|undefined symbol|"
-                         r"cannot open shared object|DLL load failed|not implemented for '|no kernel image|"
-                         r"not compatible with the current PyTorch|cuda runtime error|THCudaCheck FAIL|"
-                         r"INTERNAL ASSERT FAILED|Expected .+ but got|must match the size|shapes cannot be multiplied", re.I)
+EXC_LINE = re.compile(
+    r"(?:^|[\s:\[(>`*'\"])((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Warning|Interrupt|Failure))"
+    r"(?::\s*(.*))?$"
+)
+SIGNAL_LINE = re.compile(
+    r"Assertion `|CUDA error|CUDNN_STATUS|CUBLAS_STATUS|NCCL (?:error|WARN)|Watchdog caught|"
+    r"killed by signal|bus error|Segmentation fault|core dumped|out of memory|is deprecated|"
+    r"Error\(s\) in|Missing key|Unexpected key|size mismatch for|undefined symbol|"
+    r"cannot open shared object|DLL load failed|not implemented for '|no kernel image|"
+    r"not compatible with the current PyTorch|cuda runtime error|THCudaCheck FAIL|"
+    r"INTERNAL ASSERT FAILED|Expected .+ but got|must match the size|shapes cannot be multiplied",
+    re.I,
+)
 # A log record at error level, or a tool's `error:` line (pip, the compiler): an error line too.
-LOG_ERROR = re.compile(r"^\s*(?:[\d\-:/.,T ]+\s)?(?:\[?(?:ERROR|FATAL|CRITICAL)\]?(?::[\w.]+)*:?|error:)\s*\S")
-FRAME = re.compile(r"^\s*(?:File \"|File '|at \S+\(|\^+\s*$|~+\^*~*\s*$|-+>\s*\d+|\d+\s+\w|Cell In\[|Input In \[|"
-                   r"<ipython-input-|\[\d+\]\(vscode-notebook-cell)")
+LOG_ERROR = re.compile(
+    r"^\s*(?:[\d\-:/.,T ]+\s)?(?:\[?(?:ERROR|FATAL|CRITICAL)\]?(?::[\w.]+)*:?|error:)\s*\S"
+)
+FRAME = re.compile(
+    r"^\s*(?:File \"|File '|at \S+\(|\^+\s*$|~+\^*~*\s*$|-+>\s*\d+|\d+\s+\w|Cell In\[|Input In \[|"
+    r"<ipython-input-|\[\d+\]\(vscode-notebook-cell)"
+)
 WARNING_LINE = re.compile(r"^(?:[\w.]*Warning)\b")
 SOURCE_OF = re.compile(r"^\s*File [\"'].*line \d+")
 CONTINUATION = re.compile(r"^\s+\S|^\t")
 # Lines that look like errors but only frame one: traceback headers, chain separators, shutdown noise.
-NOISE = re.compile(r"Traceback \(most recent call last\)|^\s*Exception ignored in|During handling of the above exception|"
-                   r"The above exception was the direct cause|Closing remaining open files|python-BaseException|"
-                   r"Error in atexit\._run_exitfuncs|^\s*(?:wandb|ERROR:root):|Process finished with exit code|"
-                   r"^\s*(?:Error|Exception|Warning)s?\s*(?:message|type|details)?\s*:?\s*$|"
-                   # pip's wrapper around a failed build: the error is in the output it shows
-                   r"^\s*error: (?:subprocess-exited-with-error|metadata-generation-failed)\s*$|^\s*\[end of output\]\s*$|"
-                   r"^\s*note: This error originates from a subprocess", re.I)
+NOISE = re.compile(
+    r"Traceback \(most recent call last\)|^\s*Exception ignored in|During handling of the above exception|"
+    r"The above exception was the direct cause|Closing remaining open files|python-BaseException|"
+    r"Error in atexit\._run_exitfuncs|^\s*(?:wandb|ERROR:root):|Process finished with exit code|"
+    r"^\s*(?:Error|Exception|Warning)s?\s*(?:message|type|details)?\s*:?\s*$|"
+    # pip's wrapper around a failed build: the error is in the output it shows
+    r"^\s*error: (?:subprocess-exited-with-error|metadata-generation-failed)\s*$|^\s*\[end of output\]\s*$|"
+    r"^\s*note: This error originates from a subprocess",
+    re.I,
+)
 # A line that announces an exception whose message follows on the next lines (VS Code, PyCharm, reports).
-ANNOUNCE = re.compile(r"^(?:.*?(?:发生异常|Exception has occurred|Exception Type|Error Type|Exception Message)\W*)")
+ANNOUNCE = re.compile(
+    r"^(?:.*?(?:发生异常|Exception has occurred|Exception Type|Error Type|Exception Message)\W*)"
+)
 # Markdown and report decoration around a pasted line: quotes, bullets, bold labels, backticks.
 DECOR = re.compile(r"^\s*(?:>\s*)*(?:[-*]\s+)?(?:\*\*[^*]{1,40}:\*\*\s*)?`*|`+\s*$")
 # a message in quotes or backticks inside a sentence, long enough to be an error rather than a name
@@ -121,6 +185,7 @@ def normalize(line: str) -> Normalized:
     aux: list[str] = []
     out = BOILERPLATE.sub(" ", line).strip() or line.strip()
     for placeholder, label, pattern in RULES:
+
         def _sub(m: re.Match[str], placeholder=placeholder, label=label) -> str:
             ignored[label] += 1
             if placeholder == "_q_":
@@ -132,8 +197,11 @@ def normalize(line: str) -> Normalized:
             elif placeholder == "_path_":
                 aux.extend(file_tokens(m.group(0)))
             elif placeholder == "_num_" and SMALL_INT.fullmatch(m.group(0)):
-                aux.append("n" + m.group(0).lstrip("+").replace("-", "m"))  # tells "dimension 0" from "dimension 1", a little
+                aux.append(
+                    "n" + m.group(0).lstrip("+").replace("-", "m")
+                )  # tells "dimension 0" from "dimension 1", a little
             return f" {placeholder} "
+
         out = pattern.sub(_sub, out)
     out = PRIVATE_MODULE.sub(r"\1.", re.sub(r"\s+", " ", out).strip())
     tokens = [t for t in WORD.findall(out.lower()) if not t.isdigit()]
@@ -148,7 +216,9 @@ class Extracted:
     free_text: str
     frames: int = 0
     plain: bool = False  # no error line was recognised: the lines are the paste's plain text
-    groups: list[int] = field(default_factory=list)  # per line: the paste line it comes from (variants share one)
+    groups: list[int] = field(
+        default_factory=list
+    )  # per line: the paste line it comes from (variants share one)
 
 
 def _is_exc(line: str) -> re.Match[str] | None:
@@ -159,7 +229,7 @@ def _is_exc(line: str) -> re.Match[str] | None:
 def _message_after(lines: list[str], i: int) -> list[str]:
     """The lines after line i that go on with its message (wrapped text, indented state_dict lists)."""
     more: list[str] = []
-    for ln in lines[i + 1:i + 1 + JOIN_LINES]:
+    for ln in lines[i + 1 : i + 1 + JOIN_LINES]:
         s = ln.strip()
         if not s or FRAME.match(ln) or NOISE.search(ln) or _is_exc(s):
             break
@@ -184,7 +254,7 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
             continue
         m = _is_exc(s)
         if m:
-            line = s[m.start(1):]
+            line = s[m.start(1) :]
             more = _message_after(lines, i)
             if m.group(2) is None or not m.group(2).strip() or ANNOUNCE.match(s):
                 # `发生异常: RuntimeError` / a bare `UserWarning:`: the message is on the next lines
@@ -205,7 +275,7 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     if last_exc is not None:
         # the final exception's message often goes on over indented lines (state_dict errors)
         i = int(found[last_exc][0])
-        for ln in lines[i + 1:i + 6]:
+        for ln in lines[i + 1 : i + 6]:
             if ln.strip() and CONTINUATION.match(ln) and not FRAME.match(ln) and not NOISE.search(ln):
                 found.append((i + 0.25, ln.strip(), 0.95))
     # errors outrank warnings: a warning pasted along with the error is rarely the question
@@ -214,19 +284,31 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     warnings_only = not plain and all(WARNING_LINE.match(s) for _, s, _ in found)
     if plain or warnings_only:
         # no error line (or warnings only): the error may be a bare message, a title, a sentence
-        candidates = [(i, ln.strip()) for i, ln in enumerate(lines)
-                      if ln.strip() and not FRAME.match(ln) and not NOISE.search(ln) and 10 <= len(ln.strip()) <= 2000
-                      and not (i and SOURCE_OF.match(lines[i - 1]))]  # not the code line a frame shows
+        candidates = [
+            (i, ln.strip())
+            for i, ln in enumerate(lines)
+            if ln.strip()
+            and not FRAME.match(ln)
+            and not NOISE.search(ln)
+            and 10 <= len(ln.strip()) <= 2000
+            and not (i and SOURCE_OF.match(lines[i - 1]))
+        ]  # not the code line a frame shows
         seen_text = {s for _, s, _ in found}
         # lines already part of a found message (a wrapped warning) are not offered again
         candidates = [(i, c) for i, c in candidates if not any(c in s for s in seen_text) and not _is_exc(c)]
         # next to warnings, a plain line is likelier the error ("module 'torch' has no attribute 'rfft'")
         weight = 0.92 if warnings_only else 0.9
-        found += [(i, s, weight) for i, s in candidates[-6:] if s not in seen_text and not WARNING_LINE.match(s)]
+        found += [
+            (i, s, weight) for i, s in candidates[-6:] if s not in seen_text and not WARNING_LINE.match(s)
+        ]
     # an error quoted inside prose ('it shows "An attempt has been made to start a new process..."')
-    quoted = [(i + 0.1, m.group(1).strip(), 0.95) for i, ln in enumerate(lines)
-              if not FRAME.match(ln) and not (i and SOURCE_OF.match(lines[i - 1]))
-              for m in QUOTED_MESSAGE.finditer(ln) if len(WORD.findall(m.group(1).lower())) >= QUOTED_WORDS]
+    quoted = [
+        (i + 0.1, m.group(1).strip(), 0.95)
+        for i, ln in enumerate(lines)
+        if not FRAME.match(ln) and not (i and SOURCE_OF.match(lines[i - 1]))
+        for m in QUOTED_MESSAGE.finditer(ln)
+        if len(WORD.findall(m.group(1).lower())) >= QUOTED_WORDS
+    ]
     found += quoted[-4:]
     # prefer the final exception, then later lines over earlier ones (chained causes come first)
     top = max((f[0] for f in found if f[2] >= 0.97), default=None)

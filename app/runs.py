@@ -16,9 +16,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, func, select
 
-from .db import QUEUE_CHANNEL
-
 from .config import Settings
+from .db import QUEUE_CHANNEL
 from .models import Entry, Meta, Result, Run, Worker, utcnow
 
 PARTS = ("broken", "fixed")
@@ -53,16 +52,27 @@ def snippet_hash(snippet: dict | None) -> str:
 def entry_snippets(entry: Entry) -> dict[str, dict | None]:
     """Both snippets with their expectation and stdout check (the entry-level check as default)."""
     data = entry.data
-    return {part: None if data.get(part) is None else {
-        "code": data[part]["code"], "expect": data[part].get("expect"),
-        "check": data[part].get("check", data.get("check"))} for part in PARTS}
+    return {
+        part: None
+        if data.get(part) is None
+        else {
+            "code": data[part]["code"],
+            "expect": data[part].get("expect"),
+            "check": data[part].get("check", data.get("check")),
+        }
+        for part in PARTS
+    }
 
 
 def build_job(entry: Entry, settings: Settings) -> dict:
     """What a worker needs to run an entry: both snippets, their expectations, requirements, limits."""
     requires = entry.data.get("requires", {})
-    return {"requires": requires, "fresh_process": bool(requires.get("fresh_process")),
-            "limits": settings.limits(), "snippets": entry_snippets(entry)}
+    return {
+        "requires": requires,
+        "fresh_process": bool(requires.get("fresh_process")),
+        "limits": settings.limits(),
+        "snippets": entry_snippets(entry),
+    }
 
 
 def _lock_queue(session: Session) -> None:
@@ -95,12 +105,18 @@ def create_run(*, session: Session, entry: Entry, settings: Settings, client: st
         session.rollback()
         raise QueueFull(f"{queued} runs are waiting already")
     if client and settings.queue_per_client:
-        mine = session.exec(select(func.count()).select_from(Run)
-                            .where(Run.state == "queued", Run.job["client"].as_string() == client)).one()
+        mine = session.exec(
+            select(func.count())
+            .select_from(Run)
+            .where(Run.state == "queued", Run.job["client"].as_string() == client)
+        ).one()
         if mine >= settings.queue_per_client:
             session.rollback()
-            raise ClientQueueFull(f"you have {mine} runs waiting already (at most {settings.queue_per_client} "
-                                  "per client); try again when one has started", mine)
+            raise ClientQueueFull(
+                f"you have {mine} runs waiting already (at most {settings.queue_per_client} "
+                "per client); try again when one has started",
+                mine,
+            )
     run = Run(entry_slug=entry.slug, job={**job, "client": client} if client else job)
     session.add(run)
     if session.get_bind().dialect.name == "postgresql":
@@ -114,7 +130,9 @@ def see_worker(*, session: Session, info: dict) -> Worker:
     """Record that a worker made contact (device, torch version, last contact)."""
     wid = str(info.get("id") or "unknown")[:200]
     for attempt in (1, 2):  # a worker's parallel long polls may both insert its first row
-        worker = session.get(Worker, wid, populate_existing=True) or Worker(id=wid, device="", torch_version="")
+        worker = session.get(Worker, wid, populate_existing=True) or Worker(
+            id=wid, device="", torch_version=""
+        )
         worker.device = str(info.get("device") or "unknown")[:200]
         worker.torch_version = str(info.get("torch_version") or "unknown")[:50]
         worker.gpus = int(info.get("gpus") or 0)
@@ -147,8 +165,12 @@ def expire_leases(*, session: Session, settings: Settings) -> int:
         return 0
     if session.get_bind().dialect.name == "sqlite":
         _lock_queue(session)
-    stale = session.exec(select(Run).where(Run.state == "running", Run.lease_expires < now)
-                         .with_for_update(skip_locked=True).execution_options(populate_existing=True)).all()
+    stale = session.exec(
+        select(Run)
+        .where(Run.state == "running", Run.lease_expires < now)
+        .with_for_update(skip_locked=True)
+        .execution_options(populate_existing=True)
+    ).all()
     for run in stale:
         if run.attempts >= settings.max_attempts:
             _finish_missing(run, f"crashed: its worker stopped answering {run.attempts} times")
@@ -178,18 +200,31 @@ def lease_run(*, session: Session, worker: Worker, settings: Settings) -> Run | 
     skip_gpu_jobs = False
     if worker.gpus == 0:
         fresh = utcnow() - timedelta(seconds=GPU_WORKER_FRESH_S)
-        skip_gpu_jobs = session.exec(select(func.count()).select_from(Worker)
-                                     .where(Worker.gpus > 0, Worker.last_seen > fresh)).one() > 0
+        skip_gpu_jobs = (
+            session.exec(
+                select(func.count()).select_from(Worker).where(Worker.gpus > 0, Worker.last_seen > fresh)
+            ).one()
+            > 0
+        )
     pick = select(Run.id).where(Run.state == "queued")
     if skip_gpu_jobs:
         pick = pick.where(_gpu_job("cuda") == false(), _gpu_job("gpus") == 0)
     pick = pick.order_by(Run.id).limit(1).with_for_update(skip_locked=True)
     now = utcnow()
     row = session.execute(
-        update(Run).where(Run.id == pick.scalar_subquery())
-        .values(state="running", lease=secrets.token_urlsafe(16), lease_expires=now + timedelta(seconds=settings.lease_s),
-                worker_id=worker.id, attempts=Run.attempts + 1, started_at=now)
-        .returning(Run.id).execution_options(synchronize_session=False)).first()
+        update(Run)
+        .where(Run.id == pick.scalar_subquery())
+        .values(
+            state="running",
+            lease=secrets.token_urlsafe(16),
+            lease_expires=now + timedelta(seconds=settings.lease_s),
+            worker_id=worker.id,
+            attempts=Run.attempts + 1,
+            started_at=now,
+        )
+        .returning(Run.id)
+        .execution_options(synchronize_session=False)
+    ).first()
     session.commit()
     return session.get(Run, row[0], populate_existing=True) if row else None
 
@@ -210,8 +245,9 @@ def heartbeat(*, session: Session, run_id: int, lease: str, settings: Settings) 
     return run
 
 
-def submit_result(*, session: Session, run_id: int, lease: str, part: str, result: dict,
-                  settings: Settings) -> Run:
+def submit_result(
+    *, session: Session, run_id: int, lease: str, part: str, result: dict, settings: Settings
+) -> Run:
     """Store one part's outcome; the run is done once both parts are in."""
     run = _leased(session, run_id, lease)
     run.results = {**run.results, part: result}
@@ -225,18 +261,30 @@ def submit_result(*, session: Session, run_id: int, lease: str, part: str, resul
 
 
 def _remember(session: Session, run: Run, part: str, result: dict) -> None:
-    remember(session, slug=run.entry_slug, part=part, snippet=run.job["snippets"].get(part), result=result,
-             run_id=run.id)
+    remember(
+        session,
+        slug=run.entry_slug,
+        part=part,
+        snippet=run.job["snippets"].get(part),
+        result=result,
+        run_id=run.id,
+    )
 
 
-def remember(session: Session, *, slug: str, part: str, snippet: dict | None, result: dict,
-             run_id: int | None = None) -> None:
+def remember(
+    session: Session, *, slug: str, part: str, snippet: dict | None, result: dict, run_id: int | None = None
+) -> None:
     """Keep the latest outcome per snippet hash, torch version and device for the pages (runs and
     `pitfalls verify` both record here)."""
     if result.get("outcome") == "skipped" and "no fixed snippet" in (result.get("reason") or ""):
         return
-    key = dict(entry_slug=slug, part=part, snippet_hash=snippet_hash(snippet),
-               torch_version=str(result.get("torch_version") or "unknown"), device=str(result.get("device") or "unknown"))
+    key = dict(
+        entry_slug=slug,
+        part=part,
+        snippet_hash=snippet_hash(snippet),
+        torch_version=str(result.get("torch_version") or "unknown"),
+        device=str(result.get("device") or "unknown"),
+    )
     row = session.exec(select(Result).filter_by(**key)).first() or Result(**key, outcome={})
     row.outcome, row.expected, row.run_id, row.recorded_at = result, result.get("expected"), run_id, utcnow()
     session.add(row)
@@ -246,7 +294,13 @@ def _finish_missing(run: Run, reason: str) -> None:
     results = dict(run.results)
     for part in PARTS:
         results.setdefault(part, empty_outcome("crashed", reason))
-    run.results, run.state, run.finished_at, run.lease, run.lease_expires = results, "done", utcnow(), None, None
+    run.results, run.state, run.finished_at, run.lease, run.lease_expires = (
+        results,
+        "done",
+        utcnow(),
+        None,
+        None,
+    )
 
 
 def mark_interrupted(*, session: Session) -> int:
@@ -273,9 +327,11 @@ def latest_results(*, session: Session, entry: Entry) -> dict[str, Result]:
     out = {}
     for part in PARTS:
         h = snippet_hash(entry_snippets(entry)[part])
-        row = session.exec(select(Result).where(Result.entry_slug == entry.slug, Result.part == part,
-                                                Result.snippet_hash == h)
-                           .order_by(Result.recorded_at.desc())).first()
+        row = session.exec(
+            select(Result)
+            .where(Result.entry_slug == entry.slug, Result.part == part, Result.snippet_hash == h)
+            .order_by(Result.recorded_at.desc())
+        ).first()
         if row:
             out[part] = row
     return out
@@ -283,13 +339,32 @@ def latest_results(*, session: Session, entry: Entry) -> dict[str, Result]:
 
 def empty_outcome(outcome: str, reason: str) -> dict:
     """An outcome with every contract field present, for results no worker produced."""
-    return {"outcome": outcome, "exc_type": None, "message": None, "traceback": None, "warnings": [],
-            "stdout": "", "stderr": "", "truncated": False, "duration_ms": 0, "device": None,
-            "torch_version": None, "expected": None if outcome == "skipped" else False, "reason": reason}
+    return {
+        "outcome": outcome,
+        "exc_type": None,
+        "message": None,
+        "traceback": None,
+        "warnings": [],
+        "stdout": "",
+        "stderr": "",
+        "truncated": False,
+        "duration_ms": 0,
+        "device": None,
+        "torch_version": None,
+        "expected": None if outcome == "skipped" else False,
+        "reason": reason,
+    }
 
 
 def run_public(run: Run) -> dict:
-    return {"id": run.id, "entry": run.entry_slug, "state": run.state, "results": run.results,
-            "worker": run.worker_id, "attempts": run.attempts, "interrupted": bool(run.job.get("interrupted")),
-            "created_at": run.created_at.isoformat(),
-            "finished_at": run.finished_at.isoformat() if run.finished_at else None}
+    return {
+        "id": run.id,
+        "entry": run.entry_slug,
+        "state": run.state,
+        "results": run.results,
+        "worker": run.worker_id,
+        "attempts": run.attempts,
+        "interrupted": bool(run.job.get("interrupted")),
+        "created_at": run.created_at.isoformat(),
+        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+    }

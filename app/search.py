@@ -27,7 +27,6 @@ from rapidfuzz import fuzz, process
 from sqlalchemy.engine import Engine
 
 from .config import Settings
-
 from .normalize import WORD, Normalized, clean, extract, normalize
 from .search_store import Reader, SearchStore
 
@@ -57,8 +56,19 @@ BARE_WORDS = 4
 # causes, "ZeroDivisionError: float division by zero" thousands. Such a signature alone, short and
 # naming nothing, is never a confident answer.
 # (torch raises IndexError/ValueError/TypeError with messages of its own: those are not listed)
-PYTHON_ERRORS = frozenset("zerodivisionerror eoferror recursionerror memoryerror filenotfounderror nameerror "
-                          "stopiteration brokenpipeerror permissionerror".split())
+PYTHON_ERRORS = frozenset(
+    [
+        "zerodivisionerror",
+        "eoferror",
+        "recursionerror",
+        "memoryerror",
+        "filenotfounderror",
+        "nameerror",
+        "stopiteration",
+        "brokenpipeerror",
+        "permissionerror",
+    ]
+)
 PYTHON_BARE_WORDS = 8
 BARE_CAP = 0.65
 RARE_DF = 5  # a word in at most this many signatures is distinctive
@@ -66,8 +76,49 @@ TEXT_TERMS = 12
 RELATED_SHARE = 0.4  # with a confident match, others are shown only above this share of its score
 # aux tokens that are not names: small numbers (normalize.SMALL_INT) and file names (normalize.file_tokens)
 NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$|p:")
-STOPWORDS = frozenset("a an and are as at be but by for from has have how i in is it my of on or that the this "
-                      "to was when why with without not no do does did can get got".split())
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "from",
+        "has",
+        "have",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "my",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "this",
+        "to",
+        "was",
+        "when",
+        "why",
+        "with",
+        "without",
+        "not",
+        "no",
+        "do",
+        "does",
+        "did",
+        "can",
+        "get",
+        "got",
+    ]
+)
 
 
 class QueryError(ValueError):
@@ -95,9 +146,13 @@ class SearchResult:
     ignored: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        return {"query": self.query, "confident": self.confident,
-                "results": [{k: v for k, v in asdict(h).items() if k != "support"} for h in self.results],
-                "lines": self.lines, "ignored": self.ignored}
+        return {
+            "query": self.query,
+            "confident": self.confident,
+            "results": [{k: v for k, v in asdict(h).items() if k != "support"} for h in self.results],
+            "lines": self.lines,
+            "ignored": self.ignored,
+        }
 
 
 class EntryTexts:
@@ -141,7 +196,9 @@ class QueryLine:
         self.weights = w
         self.known_mass = sum(v for t, v in w.items() if t in index.idf)
         # the names it quotes, and the words of file names in it (a file can be the quoted thing)
-        self.quoted = {t for t in n.aux if not NUMBER_AUX.match(t)} | {t[2:] for t in n.aux if t.startswith("p:")}
+        self.quoted = {t for t in n.aux if not NUMBER_AUX.match(t)} | {
+            t[2:] for t in n.aux if t.startswith("p:")
+        }
         self.aux = set(n.aux)
 
 
@@ -192,7 +249,9 @@ class SignatureIndex:
         if token in self._corrections:
             return self._corrections[token]
         n, get = len(token), self.buckets.get
-        pool = {t for k in ("<" + token[:2], ">" + token[-3:]) for m in (n - 1, n, n + 1) for t in get((k, m), ())}
+        pool = {
+            t for k in ("<" + token[:2], ">" + token[-3:]) for m in (n - 1, n, n + 1) for t in get((k, m), ())
+        }
         best = process.extractOne(token, pool, scorer=fuzz.ratio, score_cutoff=TYPO_CUTOFF) if pool else None
         if len(self._corrections) < 100_000:  # user words repeat across pastes; bounded
             self._corrections[token] = best[0] if best else None
@@ -208,10 +267,16 @@ class SignatureIndex:
             for sid, slug, text, tokens, aux, title, category in rows:
                 toks, aux_set = tokens.split(), set(aux.split())
                 fetched[sid] = SignatureInfo(
-                    slug, text, title, category, toks, self.weights(toks, aux_set),
+                    slug,
+                    text,
+                    title,
+                    category,
+                    toks,
+                    self.weights(toks, aux_set),
                     sum(1 for t in toks if not t.startswith("_")),
                     frozenset(t for t in aux_set if not NUMBER_AUX.match(t)),
-                    frozenset(t for t in aux_set if not t.startswith("n") or not NUMBER_AUX.match(t)))
+                    frozenset(t for t in aux_set if not t.startswith("n") or not NUMBER_AUX.match(t)),
+                )
             if len(cache) < SIGNATURE_CACHE:
                 cache.update(fetched)
         return [info for i in ids if (info := cache.get(i) or fetched.get(i)) is not None]
@@ -288,9 +353,15 @@ def similarity(line_w: dict[str, float], sig_w: dict[str, float], known_mass: fl
 class Searcher:
     """Search over one database; rebuilds its signature index when the content changes."""
 
-    def __init__(self, engine: Engine, *, confident_score: float = 0.8, confident_margin: float = 0.05,
-                 limit: int = 10,
-                 max_query_bytes: int = 1_000_000):
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        confident_score: float = 0.8,
+        confident_margin: float = 0.05,
+        limit: int = 10,
+        max_query_bytes: int = 1_000_000,
+    ):
         self.engine = engine
         self.confident_score = confident_score
         self.confident_margin = confident_margin
@@ -304,8 +375,13 @@ class Searcher:
 
     @classmethod
     def from_settings(cls, engine: Engine, settings: Settings) -> Searcher:
-        return cls(engine, confident_score=settings.confident_score, confident_margin=settings.confident_margin,
-                   limit=settings.search_limit, max_query_bytes=settings.max_query_bytes)
+        return cls(
+            engine,
+            confident_score=settings.confident_score,
+            confident_margin=settings.confident_margin,
+            limit=settings.search_limit,
+            max_query_bytes=settings.max_query_bytes,
+        )
 
     # -- plumbing ---------------------------------------------------------------------------
     def _refresh(self, db: Reader) -> SignatureIndex:
@@ -325,8 +401,10 @@ class Searcher:
         if not isinstance(text, str):
             raise QueryError("the search text must be a string")
         if len(text.encode("utf-8", "surrogatepass")) > self.max_query_bytes:
-            raise QueryError(f"the search text is larger than {self.max_query_bytes} bytes; paste the last part "
-                             "of the traceback instead")
+            raise QueryError(
+                f"the search text is larger than {self.max_query_bytes} bytes; paste the last part "
+                "of the traceback instead"
+            )
         # lone surrogates (`\ud800` in a JSON body) can't be encoded anywhere downstream
         text = text.encode("utf-8", "replace").decode("utf-8").replace("\x00", "")
         if not text.strip():
@@ -360,8 +438,13 @@ class Searcher:
         confident = confident and not undecided
         if confident and ranked:  # a clear answer: don't bury it under faint look-alikes
             ranked = [h for h in ranked if h.score >= RELATED_SHARE * ranked[0].score]
-        return SearchResult(text[:200], confident and bool(ranked), ranked, [q.text for q in lines],
-                            {k: v for k, v in ignored.items() if v})
+        return SearchResult(
+            text[:200],
+            confident and bool(ranked),
+            ranked,
+            [q.text for q in lines],
+            {k: v for k, v in ignored.items() if v},
+        )
 
     def _decisive(self, hits: list[Hit], index: SignatureIndex) -> bool:
         """Confident: the best signature match is good enough, and no entry matching a *different*
@@ -377,8 +460,7 @@ class Searcher:
         rivals = [h for h in ranked[1:] if h.score > best.score - self.confident_margin]
         return all(index.same_message(best.matched, h.matched) for h in rivals)
 
-    def _by_signature(self, db: Reader, index: SignatureIndex, lines: list[QueryLine]
-                      ) -> dict[str, Hit]:
+    def _by_signature(self, db: Reader, index: SignatureIndex, lines: list[QueryLine]) -> dict[str, Hit]:
         ids = index.candidates(lines)
         if not ids:
             return {}
@@ -406,8 +488,12 @@ class Searcher:
                 # a short signature says too little alone, unless the names or files it quotes agree
                 # or it holds a rare word (`CUFFT_INTERNAL_ERROR`)
                 named = bool(sig_names & q.aux)
-                if (words <= BARE_WORDS and not named and not index.distinctive(sig_tokens)) or (not sig_quoted and words <= PYTHON_BARE_WORDS
-                                                           and sig_tokens and sig_tokens[0] in PYTHON_ERRORS):
+                if (words <= BARE_WORDS and not named and not index.distinctive(sig_tokens)) or (
+                    not sig_quoted
+                    and words <= PYTHON_BARE_WORDS
+                    and sig_tokens
+                    and sig_tokens[0] in PYTHON_ERRORS
+                ):
                     score = min(score, BARE_CAP)  # says too little alone
                 # which library failed to load tells such errors apart ("libtorchaudio.so: undefined
                 # symbol" is not "torch_scatter/_version_cuda.so: undefined symbol")
@@ -450,14 +536,20 @@ class Searcher:
             # entry named for a circumstance ("... after resuming optimizer.step", "hard-coded
             # batch size") that the paste never mentions fits it less than the general one
             shown = said | set(WORD.findall(h.matched.lower()))
-            about = sum(len(named & shown) / len(named) for named in (title - STOPWORDS, set(h.slug.split("-")) - STOPWORDS)
-                        if named) / 2
+            about = (
+                sum(
+                    len(named & shown) / len(named)
+                    for named in (title - STOPWORDS, set(h.slug.split("-")) - STOPWORDS)
+                    if named
+                )
+                / 2
+            )
             # moves an entry by at most TIE: a clearly better match still wins
             return h.score + 0.1 * h.support + TIE * (context + about) / 2
 
         keyed = sorted(((key(h), h) for h in tied), key=lambda kh: -kh[0])
         undecided = keyed[0][0] - keyed[1][0] < UNDECIDED
-        return [h for _, h in keyed] + ranked[len(tied):], undecided
+        return [h for _, h in keyed] + ranked[len(tied) :], undecided
 
     def _entry_texts(self, db: Reader) -> EntryTexts:
         if self._texts is None:
@@ -467,20 +559,36 @@ class Searcher:
         return self._texts
 
     def _by_text(self, db: Reader, text: str, *, only_free: bool) -> tuple[list[Hit], bool]:
-        words = [w for w in WORD.findall(text.lower()) if w not in STOPWORDS and not w.isdigit() and len(w) > 1]
+        words = [
+            w for w in WORD.findall(text.lower()) if w not in STOPWORDS and not w.isdigit() and len(w) > 1
+        ]
         terms = list(dict.fromkeys(words))[:TEXT_TERMS]
         if not terms:
             return [], False
         # every word first (a small set, cheap to rank); any word only when that finds too little
         every = db.free_text(terms, every=True, limit=self.limit)
-        rows = every if len(every) >= 3 or len(terms) == 1 else every + [
-            r for r in db.free_text(terms, every=False, limit=self.limit) if r[0] not in {e[0] for e in every}]
+        rows = (
+            every
+            if len(every) >= 3 or len(terms) == 1
+            else every
+            + [
+                r
+                for r in db.free_text(terms, every=False, limit=self.limit)
+                if r[0] not in {e[0] for e in every}
+            ]
+        )
         if not rows:
             return [], False
         # BM25 is unbounded; squash it below the confidence threshold (free text rarely proves a match)
-        hits = [Hit(slug, title, cat, round(0.6 * s / (s + 8.0), 4), " ".join(terms), text[:200], "text")
-                for slug, title, cat, s in rows[: self.limit]]
+        hits = [
+            Hit(slug, title, cat, round(0.6 * s / (s + 8.0), 4), " ".join(terms), text[:200], "text")
+            for slug, title, cat, s in rows[: self.limit]
+        ]
         # short free text naming one entry clearly: the only entry with every word, well ahead
-        confident = (only_free and 2 <= len(terms) <= 8 and len(every) >= 1
-                     and (len(every) == 1 or every[0][3] >= 1.5 * every[1][3]))
+        confident = (
+            only_free
+            and 2 <= len(terms) <= 8
+            and len(every) >= 1
+            and (len(every) == 1 or every[0][3] >= 1.5 * every[1][3])
+        )
         return hits, confident

@@ -62,8 +62,10 @@ class Reader:
         raise NotImplementedError
 
 
-SIGNATURE_ROWS = ("SELECT s.id, s.entry_slug, s.text, s.tokens, s.aux, e.title, e.category FROM signature s "
-                  "JOIN entry e ON e.slug = s.entry_slug WHERE s.id IN ({})")
+SIGNATURE_ROWS = (
+    "SELECT s.id, s.entry_slug, s.text, s.tokens, s.aux, e.title, e.category FROM signature s "
+    "JOIN entry e ON e.slug = s.entry_slug WHERE s.id IN ({})"
+)
 BODIES = "SELECT title || ' ' || summary || ' ' || cause || ' ' || fix FROM entry"
 ENTRY_TEXT = "SELECT title, summary || ' ' || cause || ' ' || fix FROM entry WHERE slug = {}"
 
@@ -93,7 +95,9 @@ class SqliteReader(Reader):
         match = (" AND " if every else " OR ").join('"' + t.replace('"', '""') + '"' for t in terms)
         return self.conn.execute(
             f"SELECT slug, e.title, e.category, -{BM25} AS s FROM entry_fts JOIN entry e USING (slug) "
-            "WHERE entry_fts MATCH ? ORDER BY rank LIMIT ?", (match, limit)).fetchall()
+            "WHERE entry_fts MATCH ? ORDER BY rank LIMIT ?",
+            (match, limit),
+        ).fetchall()
 
 
 class PostgresReader(Reader):
@@ -111,8 +115,9 @@ class PostgresReader(Reader):
         return [tuple(r) for r in self.conn.execute(text("SELECT id, tokens, aux FROM signature"))]
 
     def signature_rows(self, ids: list[int]) -> list[SignatureRow]:
-        rows = self.conn.execute(text(SIGNATURE_ROWS.format("SELECT unnest(CAST(:ids AS integer[]))")),
-                                 {"ids": list(ids)})
+        rows = self.conn.execute(
+            text(SIGNATURE_ROWS.format("SELECT unnest(CAST(:ids AS integer[]))")), {"ids": list(ids)}
+        )
         return [tuple(r) for r in rows]
 
     def entry_bodies(self) -> list[str]:
@@ -131,15 +136,25 @@ class PostgresReader(Reader):
         # websearch syntax: quoted words (a word with `_` is a phrase of its parts, as in the index),
         # space means AND, `or` means OR; stemmed and stop-worded by the same 'english' configuration
         query = (" " if every else " or ").join('"' + t.replace('"', " ") + '"' for t in terms)
-        rows = self.conn.execute(text(
-            "SELECT f.slug, e.title, e.category, CAST(f.tsv AS text) FROM entry_fts f JOIN entry e ON e.slug = f.slug, "
-            "websearch_to_tsquery('english', :q) q WHERE f.tsv @@ q "
-            f"ORDER BY ts_rank_cd('{TS_WEIGHTS}', f.tsv, q) DESC LIMIT {RERANK}"), {"q": query}).all()
+        rows = self.conn.execute(
+            text(
+                "SELECT f.slug, e.title, e.category, CAST(f.tsv AS text) FROM entry_fts f JOIN entry e ON e.slug = f.slug, "
+                "websearch_to_tsquery('english', :q) q WHERE f.tsv @@ q "
+                f"ORDER BY ts_rank_cd('{TS_WEIGHTS}', f.tsv, q) DESC LIMIT {RERANK}"
+            ),
+            {"q": query},
+        ).all()
         if not rows:
             return []
-        lexemes = [lex for (lex,) in self.conn.execute(text(
-            "SELECT DISTINCT lexeme FROM unnest(CAST(:terms AS text[])) t, unnest(to_tsvector('english', t))"),
-            {"terms": terms})]
+        lexemes = [
+            lex
+            for (lex,) in self.conn.execute(
+                text(
+                    "SELECT DISTINCT lexeme FROM unnest(CAST(:terms AS text[])) t, unnest(to_tsvector('english', t))"
+                ),
+                {"terms": terms},
+            )
+        ]
         n, avgdl, df = self.stats()
         scored = []
         for slug, title, category, tsv in rows:
@@ -156,8 +171,9 @@ class PostgresReader(Reader):
         if cached is None or cached[0] != gen:
             n = self.conn.execute(text("SELECT count(*) FROM entry_fts")).scalar_one()
             df, total = {}, 0
-            for word, ndoc, nentry in self.conn.execute(text(
-                    "SELECT word, ndoc, nentry FROM ts_stat('SELECT tsv FROM entry_fts')")):
+            for word, ndoc, nentry in self.conn.execute(
+                text("SELECT word, ndoc, nentry FROM ts_stat('SELECT tsv FROM entry_fts')")
+            ):
                 df[word], total = ndoc, total + nentry
             cached = self.cache["stats"] = (gen, (n, total / n if n else 1.0, df))
         return cached[1]
@@ -214,7 +230,9 @@ class SearchStore:
         us (app shutdown, tests)."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(f"file:{self.engine.url.database}?mode=ro", uri=True, check_same_thread=False)
+            conn = sqlite3.connect(
+                f"file:{self.engine.url.database}?mode=ro", uri=True, check_same_thread=False
+            )
             conn.execute("PRAGMA busy_timeout = 5000")
             self._local.conn = conn
         return conn

@@ -37,7 +37,10 @@ def _tables(engine: Engine) -> MetaData:
 
 def _aware(row: dict) -> dict:
     # SQLite keeps datetimes without a zone; they are UTC (models.utcnow)
-    return {k: v.replace(tzinfo=UTC) if isinstance(v, datetime) and v.tzinfo is None else v for k, v in row.items()}
+    return {
+        k: v.replace(tzinfo=UTC) if isinstance(v, datetime) and v.tzinfo is None else v
+        for k, v in row.items()
+    }
 
 
 def copy_history(source: Engine, target: Engine) -> dict[str, int]:
@@ -45,8 +48,13 @@ def copy_history(source: Engine, target: Engine) -> dict[str, int]:
     src_tables, dst_tables = _tables(source), _tables(target)
     with target.connect() as dst:
         for name in ("run", "result"):
-            if name in dst_tables.tables and dst.execute(select(func.count()).select_from(dst_tables.tables[name])).scalar():
-                raise TransferError(f"the target database already has rows in {name!r}: copy into a new database")
+            if (
+                name in dst_tables.tables
+                and dst.execute(select(func.count()).select_from(dst_tables.tables[name])).scalar()
+            ):
+                raise TransferError(
+                    f"the target database already has rows in {name!r}: copy into a new database"
+                )
     counts: dict[str, int] = {}
     with source.connect() as src, target.begin() as dst:
         for name in HISTORY:
@@ -63,6 +71,10 @@ def copy_history(source: Engine, target: Engine) -> dict[str, int]:
             for name in counts:
                 pk = list(dst_tables.tables[name].primary_key.columns)
                 if len(pk) == 1 and pk[0].autoincrement is not False and pk[0].type.python_type is int:
-                    dst.execute(text(f"SELECT setval(pg_get_serial_sequence('{name}', '{pk[0].name}'), "
-                                     f"coalesce((SELECT max({pk[0].name}) FROM {name}), 0) + 1, false)"))
+                    dst.execute(
+                        text(
+                            f"SELECT setval(pg_get_serial_sequence('{name}', '{pk[0].name}'), "
+                            f"coalesce((SELECT max({pk[0].name}) FROM {name}), 0) + 1, false)"
+                        )
+                    )
     return counts

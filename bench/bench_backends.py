@@ -39,8 +39,14 @@ from app.search_store import SearchStore  # noqa: E402
 from bench.bench_search import QUERIES, pct  # noqa: E402
 from tests import pgserver  # noqa: E402
 
-FREE_TEXT = [["dataloader", "hangs"], ["loss", "nan"], ["learning", "rate", "warmup"], ["onnx", "export", "fails"],
-             ["optimizer", "step", "before", "scheduler"], ["gradient", "none"]]
+FREE_TEXT = [
+    ["dataloader", "hangs"],
+    ["loss", "nan"],
+    ["learning", "rate", "warmup"],
+    ["onnx", "export", "fails"],
+    ["optimizer", "step", "before", "scheduler"],
+    ["gradient", "none"],
+]
 OUTCOME = {**runs.empty_outcome("ok", "bench"), "expected": True, "device": "cpu", "torch_version": "2.13.0"}
 
 
@@ -93,8 +99,14 @@ def drain(engine, settings: Settings, threads: int) -> tuple[float, int, int]:
                 with lock:
                     seen[run.id] = seen.get(run.id, 0) + 1
                 for part in runs.PARTS:
-                    runs.submit_result(session=s, run_id=run.id, lease=run.lease, part=part, result=OUTCOME,
-                                       settings=settings)
+                    runs.submit_result(
+                        session=s,
+                        run_id=run.id,
+                        lease=run.lease,
+                        part=part,
+                        result=OUTCOME,
+                        settings=settings,
+                    )
 
     t = time.perf_counter()
     pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
@@ -137,12 +149,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, pgserver.Server(durable=True) as pg:
         results.append(measure(f"sqlite:///{tmp}/bench.db", args))
         results.append(measure(pg.database(), args))
-    rows = [("search p50 (ms)", "search_p50_ms", "{:.2f}"), ("search p99 (ms)", "search_p99_ms", "{:.2f}"),
-            ("free-text query p50 (ms)", "free_text_p50_ms", "{:.2f}"),
-            ("free-text query p99 (ms)", "free_text_p99_ms", "{:.2f}"),
-            ("lease+2 results, 1 worker (runs/s)", "lease_1w_runs_per_s", "{:.0f}"),
-            ("lease+2 results, 8 workers (runs/s)", "lease_8w_runs_per_s", "{:.0f}"),
-            ("double leases (1 / 8 workers)", None, None)]
+    rows = [
+        ("search p50 (ms)", "search_p50_ms", "{:.2f}"),
+        ("search p99 (ms)", "search_p99_ms", "{:.2f}"),
+        ("free-text query p50 (ms)", "free_text_p50_ms", "{:.2f}"),
+        ("free-text query p99 (ms)", "free_text_p99_ms", "{:.2f}"),
+        ("lease+2 results, 1 worker (runs/s)", "lease_1w_runs_per_s", "{:.0f}"),
+        ("lease+2 results, 8 workers (runs/s)", "lease_8w_runs_per_s", "{:.0f}"),
+        ("double leases (1 / 8 workers)", None, None),
+    ]
     print(f"{len(QUERIES)} search queries x {args.rounds} rounds; {args.runs} runs drained per worker count")
     print(f"{'':40} {'SQLite':>12} {'PostgreSQL':>12}")
     for label, key, fmt in rows:

@@ -59,26 +59,42 @@ def main() -> None:
             timings.clear()
             report = evaluate(load_cases(group), timed, known)
             fig = report.figures()
-            rows.append({"set": label, **fig, "p50_ms": statistics.median(timings),
-                         "p99_ms": sorted(timings)[int(0.99 * (len(timings) - 1))]})
+            rows.append(
+                {
+                    "set": label,
+                    **fig,
+                    "p50_ms": statistics.median(timings),
+                    "p99_ms": sorted(timings)[int(0.99 * (len(timings) - 1))],
+                }
+            )
         head = f"{'set':24} {'cases':>5} {'cover':>6} {'top1':>6} {'top3':>6} {'wrong+c':>7} {'abstain':>7} {'prec':>6} {'p50ms':>6} {'p99ms':>6}"
         print(f"{len(known)} entries, confident at score >= {settings.confident_score}")
         print(head)
         for r in rows:
-            print(f"{r['set']:24} {r['cases']:5d} {r['coverage']:6.1%} {r['top1_confident_right']:6.1%} {r['top3']:6.1%} "
-                  f"{r['wrong_confident']:7.1%} {r['abstain_uncovered']:7.1%} {r['confident_precision']:6.1%} "
-                  f"{r['p50_ms']:6.2f} {r['p99_ms']:6.2f}")
+            print(
+                f"{r['set']:24} {r['cases']:5d} {r['coverage']:6.1%} {r['top1_confident_right']:6.1%} {r['top3']:6.1%} "
+                f"{r['wrong_confident']:7.1%} {r['abstain_uncovered']:7.1%} {r['confident_precision']:6.1%} "
+                f"{r['p50_ms']:6.2f} {r['p99_ms']:6.2f}"
+            )
         if args.threshold_sweep:
             searcher.confident_score = 0.0  # the margin rule still applies; the threshold is swept
             unthresholded = evaluate(load_cases(dev), searcher.search, known)
-            print("\nthreshold  confident  precision  top1-right  wrong+confident  (all but held-out; margin rule applied)")
+            print(
+                "\nthreshold  confident  precision  top1-right  wrong+confident  (all but held-out; margin rule applied)"
+            )
             for t in threshold_table(unthresholded, [x / 100 for x in range(50, 96, 5)]):
-                print(f"{t['threshold']:9.2f} {t['confident']:10d} {t['precision']:10.1%} "
-                      f"{t['top1_confident_right']:11.1%} {t['wrong_confident']:16.1%}")
-            print(f"\nlowest threshold with precision >= 97% on all but held-out: {choose_threshold(unthresholded)}")
+                print(
+                    f"{t['threshold']:9.2f} {t['confident']:10d} {t['precision']:10.1%} "
+                    f"{t['top1_confident_right']:11.1%} {t['wrong_confident']:16.1%}"
+                )
+            print(
+                f"\nlowest threshold with precision >= 97% on all but held-out: {choose_threshold(unthresholded)}"
+            )
             cv = cross_validate(unthresholded)
-            print("chosen on a random half, measured on the other (200 splits): " + ", ".join(
-                f"{k} {v:.3f}" for k, v in cv.items()))
+            print(
+                "chosen on a random half, measured on the other (200 splits): "
+                + ", ".join(f"{k} {v:.3f}" for k, v in cv.items())
+            )
         print(json.dumps(rows))
 
 

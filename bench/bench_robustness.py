@@ -37,16 +37,22 @@ from app.db import make_engine, migrate  # noqa: E402
 from app.search import Searcher  # noqa: E402
 
 EXC = re.compile(r"^([\w.]+(?:Error|Exception|Warning)):\s*")
-TRACEBACK = ('Traceback (most recent call last):\n  File "/home/u/proj/train.py", line 88, in <module>\n'
-             '    main()\n  File "/home/u/proj/train.py", line 61, in main\n    out = model(x)\n')
+TRACEBACK = (
+    'Traceback (most recent call last):\n  File "/home/u/proj/train.py", line 88, in <module>\n'
+    '    main()\n  File "/home/u/proj/train.py", line 61, in main\n    out = model(x)\n'
+)
 
 
 def variants(sig: str) -> dict[str, str]:
-    v = {"exact": sig, "prose": f"I keep getting this when I run train.py: {sig} any idea?",
-         "traceback": TRACEBACK + sig, "backticks": f"`{sig}`"}
+    v = {
+        "exact": sig,
+        "prose": f"I keep getting this when I run train.py: {sig} any idea?",
+        "traceback": TRACEBACK + sig,
+        "backticks": f"`{sig}`",
+    }
     words = sig.split()
     if len(words) > 8:
-        v["truncated"] = " ".join(words[:max(6, int(len(words) * 0.6))])
+        v["truncated"] = " ".join(words[: max(6, int(len(words) * 0.6))])
     if EXC.match(sig):
         v["no-type"] = EXC.sub("", sig)
     return v
@@ -72,7 +78,7 @@ def main() -> None:
         random.Random(args.seed).shuffle(rows)
         counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # n, first, top-3, confident
         misses: dict[str, list[str]] = defaultdict(list)
-        for _slug, text in rows[:args.sample]:
+        for _slug, text in rows[: args.sample]:
             ok = owners[text]
             for kind, paste in variants(text).items():
                 result = searcher.search(paste)

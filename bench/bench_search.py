@@ -32,7 +32,9 @@ from app.normalize import normalize  # noqa: E402
 from app.search import Searcher  # noqa: E402
 from tests.test_search import PASTES, UNRELATED  # noqa: E402
 
-QUERIES = [p for p, _ in PASTES.values()] + UNRELATED + ["dataloader hangs", "nan loss", "weight decay frozen"]
+QUERIES = (
+    [p for p, _ in PASTES.values()] + UNRELATED + ["dataloader hangs", "nan loss", "weight decay frozen"]
+)
 
 
 def pct(samples: list[float], q: float) -> float:
@@ -84,8 +86,17 @@ def time_http(settings: Settings, rounds: int) -> list[float]:
     return out
 
 
-EXCEPTIONS = ["RuntimeError"] * 8 + ["ValueError", "TypeError", "IndexError", "KeyError", "AttributeError",
-                                      "AssertionError", "OSError", "UserWarning", "NotImplementedError"]
+EXCEPTIONS = ["RuntimeError"] * 8 + [
+    "ValueError",
+    "TypeError",
+    "IndexError",
+    "KeyError",
+    "AttributeError",
+    "AssertionError",
+    "OSError",
+    "UserWarning",
+    "NotImplementedError",
+]
 
 
 def add_synthetic(db: Path, n: int, *, corpus: str = "realistic", seed: int = 0) -> None:
@@ -100,8 +111,11 @@ def add_synthetic(db: Path, n: int, *, corpus: str = "realistic", seed: int = 0)
     conn = sqlite3.connect(db)
     sigs = [r[0] for r in conn.execute("SELECT text FROM signature")]
     real_words = sorted({w for s in sigs for w in s.split()})
-    vocab = [f"{rng.choice('bcdfghklmnprstvz')}{rng.choice('aeiou')}{rng.choice('bcdfghklmnprstvz')}"
-             f"{rng.choice('aeiou')}{i}" for i in range(200_000)]
+    vocab = [
+        f"{rng.choice('bcdfghklmnprstvz')}{rng.choice('aeiou')}{rng.choice('bcdfghklmnprstvz')}"
+        f"{rng.choice('aeiou')}{i}"
+        for i in range(200_000)
+    ]
     zipf = list(itertools.accumulate(1 / (r + 1) for r in range(len(vocab))))
 
     def zipf_words(k: int) -> list[str]:
@@ -124,16 +138,27 @@ def add_synthetic(db: Path, n: int, *, corpus: str = "realistic", seed: int = 0)
         slug = f"synthetic-{i}"
         texts = [make() for _ in range(3)]
         title = " ".join(zipf_words(6))
-        entries.append((slug, rng.choice(list(content.CATEGORIES)), title, title, "cause", "fix", "{}", "x",
-                        "synthetic", "2026-01-01 00:00:00"))
+        entries.append(
+            (
+                slug,
+                rng.choice(list(content.CATEGORIES)),
+                title,
+                title,
+                "cause",
+                "fix",
+                "{}",
+                "x",
+                "synthetic",
+                "2026-01-01 00:00:00",
+            )
+        )
         for t in texts:
             nz = normalize(t)
             signatures.append((slug, t, " ".join(nz.tokens), " ".join(nz.aux)))
         fts.append((slug, title, title, " ".join(texts)))
     with conn:
         conn.executemany("INSERT INTO entry VALUES (?,?,?,?,?,?,?,?,?,?)", entries)
-        conn.executemany("INSERT INTO signature(entry_slug, text, tokens, aux) VALUES (?,?,?,?)",
-                         signatures)
+        conn.executemany("INSERT INTO signature(entry_slug, text, tokens, aux) VALUES (?,?,?,?)", signatures)
         conn.executemany("INSERT INTO entry_fts(slug, title, summary, body) VALUES (?,?,?,?)", fts)
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('generation', 'synthetic')")
     conn.execute("INSERT INTO entry_fts(entry_fts) VALUES ('optimize')")
@@ -163,17 +188,31 @@ def main() -> None:
         fn = time_function(Searcher(engine), args.rounds)
         settings.sync_on_start = False  # keep the synthetic rows
         http = time_http(settings, max(3, args.rounds // 5))
-        rows.append({"kb": label, "entries": n, "queries": len(QUERIES),
-                     "function_p50_ms": round(statistics.median(fn), 3), "function_p99_ms": round(pct(fn, 0.99), 3),
-                     "http_p50_ms": round(statistics.median(http), 3), "http_p99_ms": round(pct(http, 0.99), 3)})
-    print(f"{'knowledge base':<28}{'entries':>9}{'fn p50':>9}{'fn p99':>9}{'http p50':>10}{'http p99':>10}  (ms)")
+        rows.append(
+            {
+                "kb": label,
+                "entries": n,
+                "queries": len(QUERIES),
+                "function_p50_ms": round(statistics.median(fn), 3),
+                "function_p99_ms": round(pct(fn, 0.99), 3),
+                "http_p50_ms": round(statistics.median(http), 3),
+                "http_p99_ms": round(pct(http, 0.99), 3),
+            }
+        )
+    print(
+        f"{'knowledge base':<28}{'entries':>9}{'fn p50':>9}{'fn p99':>9}{'http p50':>10}{'http p99':>10}  (ms)"
+    )
     for r in rows:
-        print(f"{r['kb']:<28}{r['entries']:>9}{r['function_p50_ms']:>9}{r['function_p99_ms']:>9}"
-              f"{r['http_p50_ms']:>10}{r['http_p99_ms']:>10}")
+        print(
+            f"{r['kb']:<28}{r['entries']:>9}{r['function_p50_ms']:>9}{r['function_p99_ms']:>9}"
+            f"{r['http_p50_ms']:>10}{r['http_p99_ms']:>10}"
+        )
     big, small = rows[-1], rows[0]
-    print(f"ratio 100k/real: function p50 x{big['function_p50_ms'] / small['function_p50_ms']:.2f}, "
-          f"http p50 x{big['http_p50_ms'] / small['http_p50_ms']:.2f}; goal: function p50 <= 2 ms at 100k -> "
-          f"{'met' if big['function_p50_ms'] <= 2 else 'NOT met'}")
+    print(
+        f"ratio 100k/real: function p50 x{big['function_p50_ms'] / small['function_p50_ms']:.2f}, "
+        f"http p50 x{big['http_p50_ms'] / small['http_p50_ms']:.2f}; goal: function p50 <= 2 ms at 100k -> "
+        f"{'met' if big['function_p50_ms'] <= 2 else 'NOT met'}"
+    )
     print(json.dumps(rows))
 
 

@@ -46,40 +46,68 @@ def main() -> int:
 
     def check(path: Path) -> tuple[Path, dict, dict, dict]:
         entry = tomllib.loads(path.read_text())
-        return path, entry, check_snippet(entry.get("broken"), entry), check_snippet(entry.get("fixed"), entry)
+        return (
+            path,
+            entry,
+            check_snippet(entry.get("broken"), entry),
+            check_snippet(entry.get("fixed"), entry),
+        )
 
     with ThreadPoolExecutor(max(1, args.jobs)) as ex:
         checked = ex.map(check, selected(Path(args.content)))
         for path, entry, broken, fixed in checked:
             status, _ = verdict(broken, fixed)
-            rows.append({"entry": f"{path.parent.name}/{path.stem}", "status": status,
-                         "needs": entry.get("requires", {}),
-                         "broken": {k: broken.get(k) for k in ("outcome", "exc_type", "message", "duration_ms", "reason",
-                                                               "stdout")},
-                         "fixed": {k: fixed.get(k) for k in ("outcome", "exc_type", "message", "duration_ms", "reason")}})
+            rows.append(
+                {
+                    "entry": f"{path.parent.name}/{path.stem}",
+                    "status": status,
+                    "needs": entry.get("requires", {}),
+                    "broken": {
+                        k: broken.get(k)
+                        for k in ("outcome", "exc_type", "message", "duration_ms", "reason", "stdout")
+                    },
+                    "fixed": {
+                        k: fixed.get(k) for k in ("outcome", "exc_type", "message", "duration_ms", "reason")
+                    },
+                }
+            )
             write(args.out, gpu, rows, torch)  # after each entry: a cut-off run still leaves its report
-            print(f"{status:8} {rows[-1]['entry']}: broken {broken.get('outcome')}, fixed {fixed.get('outcome')}"
-                  + (f" -- {broken.get('reason')} / {fixed.get('reason')}" if status == "fail" else ""), flush=True)
+            print(
+                f"{status:8} {rows[-1]['entry']}: broken {broken.get('outcome')}, fixed {fixed.get('outcome')}"
+                + (f" -- {broken.get('reason')} / {fixed.get('reason')}" if status == "fail" else ""),
+                flush=True,
+            )
     report = write(args.out, gpu, rows, torch)
     print(json.dumps(report["summary"]))
     return 1 if report["summary"]["fail"] else 0
 
 
 def write(out_dir: str, gpu: str, rows: list[dict], torch) -> dict:
-    report = {"date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-              "torch_version": torch.__version__, "gpu": gpu, "gpus": torch.cuda.device_count(),
-              "summary": {s: sum(r["status"] == s for r in rows) for s in ("pass", "fail", "skipped")},
-              "entries": rows}
+    report = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "torch_version": torch.__version__,
+        "gpu": gpu,
+        "gpus": torch.cuda.device_count(),
+        "summary": {s: sum(r["status"] == s for r in rows) for s in ("pass", "fail", "skipped")},
+        "entries": rows,
+    }
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "gpu-verify.json").write_text(json.dumps(report, indent=1))
-    lines = [f"# GPU verification — {report['date']}", "",
-             f"torch {report['torch_version']} on {gpu} ({report['gpus']} GPU); summary: {report['summary']}", "",
-             "| entry | status | broken | fixed | note |", "|---|---|---|---|---|"]
+    lines = [
+        f"# GPU verification — {report['date']}",
+        "",
+        f"torch {report['torch_version']} on {gpu} ({report['gpus']} GPU); summary: {report['summary']}",
+        "",
+        "| entry | status | broken | fixed | note |",
+        "|---|---|---|---|---|",
+    ]
     for r in rows:
         note = (r["broken"].get("reason") or "") if r["status"] != "pass" else ""
-        lines.append(f"| {r['entry']} | {r['status']} | {r['broken']['outcome']} | {r['fixed']['outcome']} | "
-                     f"{note[:120].replace('|', '/')} |")
+        lines.append(
+            f"| {r['entry']} | {r['status']} | {r['broken']['outcome']} | {r['fixed']['outcome']} | "
+            f"{note[:120].replace('|', '/')} |"
+        )
     (out / "gpu-verify.md").write_text("\n".join(lines) + "\n")
     return report
 

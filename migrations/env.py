@@ -2,18 +2,22 @@
 
 from alembic import context
 from sqlalchemy import engine_from_config, pool
+from sqlmodel import SQLModel
 
 from app import models  # noqa: F401  (registers the tables on SQLModel.metadata)
 from app.team import models as team_models  # noqa: F401  (and the team features' tables)
-from sqlmodel import SQLModel
 
 config = context.config
 target_metadata = SQLModel.metadata
 
 
 def run_migrations_offline() -> None:
-    context.configure(url=config.get_main_option("sqlalchemy.url"), target_metadata=target_metadata,
-                      literal_binds=True, render_as_batch=True)
+    context.configure(
+        url=config.get_main_option("sqlalchemy.url"),
+        target_metadata=target_metadata,
+        literal_binds=True,
+        render_as_batch=True,
+    )
     with context.begin_transaction():
         context.run_migrations()
 
@@ -21,8 +25,9 @@ def run_migrations_offline() -> None:
 def run_migrations_online() -> None:
     connectable = config.attributes.get("connection")
     if connectable is None:
-        connectable = engine_from_config(config.get_section(config.config_ini_section, {}),
-                                         prefix="sqlalchemy.", poolclass=pool.NullPool)
+        connectable = engine_from_config(
+            config.get_section(config.config_ini_section, {}), prefix="sqlalchemy.", poolclass=pool.NullPool
+        )
     with connectable.connect() as connection:
         context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True)
         with context.begin_transaction():

@@ -14,8 +14,9 @@ def kb_settings(tmp_path_factory):
     from app.config import Settings
 
     db = tmp_path_factory.mktemp("kb") / "pitfalls.db"
-    return Settings(database_url=f"sqlite:///{db}", content_dir=ROOT / "content", local_workers=0,
-                    htmx_local=True)
+    return Settings(
+        database_url=f"sqlite:///{db}", content_dir=ROOT / "content", local_workers=0, htmx_local=True
+    )
 
 
 @pytest.fixture(scope="session")

@@ -33,8 +33,10 @@ def bin_dir() -> Path | None:
 def unavailable() -> str | None:
     """Why a private server cannot start here, or None."""
     if bin_dir() is None:
-        return ("PostgreSQL is not installed (no initdb under /usr/lib/postgresql/*/bin or on PATH): "
-                "run scripts/install-postgres")
+        return (
+            "PostgreSQL is not installed (no initdb under /usr/lib/postgresql/*/bin or on PATH): "
+            "run scripts/install-postgres"
+        )
     try:
         import psycopg  # noqa: F401
     except ImportError:
@@ -76,14 +78,21 @@ class Server:
         self.log = self.root / "server.log"
 
     def _cmd(self, *args: str, **kw) -> subprocess.CompletedProcess:
-        return subprocess.run([str(self.bin / args[0]), *args[1:]], check=True, capture_output=True, text=True,
-                              user=self.user, **kw)
+        return subprocess.run(
+            [str(self.bin / args[0]), *args[1:]],
+            check=True,
+            capture_output=True,
+            text=True,
+            user=self.user,
+            **kw,
+        )
 
     def start(self) -> Server:
         if self.user:
             shutil.chown(self.root, self.user)
-        self._cmd("initdb", "-D", str(self.data), "-U", USER, "-A", "trust", "-E", "UTF8", "--no-sync",
-                  "--locale=C")
+        self._cmd(
+            "initdb", "-D", str(self.data), "-U", USER, "-A", "trust", "-E", "UTF8", "--no-sync", "--locale=C"
+        )
         opts = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c max_connections=200"
         if not self.durable:  # a test server: durability traded for speed
             opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
@@ -103,8 +112,9 @@ class Server:
     def execute(self, sql: str) -> None:
         import psycopg
 
-        with psycopg.connect(f"host=127.0.0.1 port={self.port} user={USER} dbname=postgres",
-                             autocommit=True) as conn:
+        with psycopg.connect(
+            f"host=127.0.0.1 port={self.port} user={USER} dbname=postgres", autocommit=True
+        ) as conn:
             conn.execute(sql)
 
     def database(self, *, template: str | None = None, name: str | None = None) -> str:

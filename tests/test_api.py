@@ -12,16 +12,30 @@ def client(module_db_url):  # on SQLite and on PostgreSQL (tests/conftest.py)
     from app.main import create_app
     from tests.conftest import ROOT
 
-    settings = Settings(database_url=module_db_url, content_dir=ROOT / "content", local_workers=0,
-                        max_query_bytes=2_000_000, queue_max=3)
+    settings = Settings(
+        database_url=module_db_url,
+        content_dir=ROOT / "content",
+        local_workers=0,
+        max_query_bytes=2_000_000,
+        queue_max=3,
+    )
     with TestClient(create_app(settings)) as c:
         yield c
 
 
 def test_api_categories_are_the_nine_with_counts(client):
     cats = client.get("/api/categories").json()
-    assert [c["name"] for c in cats] == ["cuda", "mismatch", "version", "data", "loading", "loss", "parallel",
-                                         "optim", "onnx"]
+    assert [c["name"] for c in cats] == [
+        "cuda",
+        "mismatch",
+        "version",
+        "data",
+        "loading",
+        "loss",
+        "parallel",
+        "optim",
+        "onnx",
+    ]
     entries = client.get("/api/entries").json()
     assert sum(c["count"] for c in cats) == len(entries) > 0
 
@@ -42,16 +56,35 @@ def test_api_search_get_and_post_agree(client):
     b = client.post("/api/search", json={"q": q}).json()
     assert a["results"][0]["slug"] == b["results"][0]["slug"]
     assert {"linear-in-features-mismatch", "hardcoded-batch-size-last-batch"} >= {
-        r["slug"] for r in a["results"] if r["score"] >= 0.99}
+        r["slug"] for r in a["results"] if r["score"] >= 0.99
+    }
     assert a["confident"] is True
     assert {"slug", "title", "category", "score", "matched"} <= set(a["results"][0])
 
 
 HOSTILE = [
-    '"unbalanced quote', "NEAR(a b)", "a AND OR NOT b", "col:value", "-minus ^caret *star", "(((", ")))",
-    '" OR 1=1 --', "view size is not compatible NOT contiguous", "\x00\x00 RuntimeError: \x00",
-    "'; DROP TABLE entry; --", "🔥" * 1000, "a" * 100_000, "\t\n\r\x0b\x0c", "RuntimeError: *",
-    "NEAR/2", "{a b}", "x:y:z", "^RuntimeError", "AND", "OR", "NOT",
+    '"unbalanced quote',
+    "NEAR(a b)",
+    "a AND OR NOT b",
+    "col:value",
+    "-minus ^caret *star",
+    "(((",
+    ")))",
+    '" OR 1=1 --',
+    "view size is not compatible NOT contiguous",
+    "\x00\x00 RuntimeError: \x00",
+    "'; DROP TABLE entry; --",
+    "🔥" * 1000,
+    "a" * 100_000,
+    "\t\n\r\x0b\x0c",
+    "RuntimeError: *",
+    "NEAR/2",
+    "{a b}",
+    "x:y:z",
+    "^RuntimeError",
+    "AND",
+    "OR",
+    "NOT",
 ]
 
 
@@ -85,7 +118,10 @@ def test_api_search_one_megabyte_paste(client):
     assert len(paste) > 1_000_000
     r = client.post("/api/search", json={"q": paste})
     assert r.status_code == 200
-    assert r.json()["results"][0]["slug"] in ("linear-in-features-mismatch", "hardcoded-batch-size-last-batch")
+    assert r.json()["results"][0]["slug"] in (
+        "linear-in-features-mismatch",
+        "hardcoded-batch-size-last-batch",
+    )
     assert len(r.json()["query"]) <= 200  # the answer does not echo the paste back
 
 
@@ -95,8 +131,9 @@ def test_api_search_too_large_is_413(client):
 
 
 def test_api_search_invalid_utf8_body_is_4xx(client):
-    r = client.post("/api/search", content=b'{"q": "\xff\xfe RuntimeError"}',
-                    headers={"content-type": "application/json"})
+    r = client.post(
+        "/api/search", content=b'{"q": "\xff\xfe RuntimeError"}', headers={"content-type": "application/json"}
+    )
     assert 400 <= r.status_code < 500
     r = client.post("/api/search", content=b"not json", headers={"content-type": "application/json"})
     assert r.status_code == 422
@@ -117,7 +154,12 @@ def test_api_reproduce_queues_and_full_queue_is_503(client):
     assert run["entry"] == "view-non-contiguous" and run["state"] == "queued"
     again = client.post("/api/entries/view-non-contiguous/reproduce")
     assert again.status_code == 202 and again.json()["id"] == r.json()["id"]  # the waiting run is shared
-    others = ["nan-loss", "linear-in-features-mismatch", "broadcast-size-mismatch", "stack-tensors-unequal-size"]
+    others = [
+        "nan-loss",
+        "linear-in-features-mismatch",
+        "broadcast-size-mismatch",
+        "stack-tensors-unequal-size",
+    ]
     codes = [client.post(f"/api/entries/{slug}/reproduce").status_code for slug in others]
     assert codes.count(503) >= 1
     full = client.post("/api/entries/cross-entropy-target-dtype-long/reproduce")
@@ -129,13 +171,21 @@ def test_api_reproduce_queues_and_full_queue_is_503(client):
 def test_api_worker_endpoints_refuse_bad_tokens(client):
     body = {"worker": {"id": "w1"}, "wait_s": 0}
     assert client.post("/api/worker/lease", json=body).status_code == 401
-    assert client.post("/api/worker/lease", json=body, headers={"Authorization": "Bearer nope"}).status_code == 401
-    assert client.post("/api/worker/lease", json=body, headers={"Authorization": "Bearer "}).status_code == 401
+    assert (
+        client.post("/api/worker/lease", json=body, headers={"Authorization": "Bearer nope"}).status_code
+        == 401
+    )
+    assert (
+        client.post("/api/worker/lease", json=body, headers={"Authorization": "Bearer "}).status_code == 401
+    )
 
 
 def test_api_search_lone_surrogate_is_not_a_500(client):
-    r = client.post("/api/search", content=b'{"q": "RuntimeError: \\ud800 CUDA out of memory"}',
-                    headers={"content-type": "application/json"})
+    r = client.post(
+        "/api/search",
+        content=b'{"q": "RuntimeError: \\ud800 CUDA out of memory"}',
+        headers={"content-type": "application/json"},
+    )
     assert r.status_code == 200, r.text
     assert r.json()["query"].startswith("RuntimeError: ") and "\ud800" not in r.json()["query"]
 

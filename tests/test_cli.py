@@ -21,12 +21,21 @@ RuntimeError: Trying to backward through the graph a second time (or directly ac
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     db = tmp_path_factory.mktemp("cli") / "cli.db"
-    return {**os.environ, "PITFALLS_DATABASE_URL": f"sqlite:///{db}", "PITFALLS_CONTENT_DIR": str(ROOT / "content")}
+    return {
+        **os.environ,
+        "PITFALLS_DATABASE_URL": f"sqlite:///{db}",
+        "PITFALLS_CONTENT_DIR": str(ROOT / "content"),
+    }
 
 
 def pitfalls(env, *args, stdin: bytes = b""):
-    return subprocess.run([sys.executable, "-c", "from app.cli import main; main()", *args], input=stdin,
-                          capture_output=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", "from app.cli import main; main()", *args],
+        input=stdin,
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_cli_explain_prints_entry_fix_and_link(env):
@@ -42,8 +51,17 @@ def test_cli_explain_says_plainly_when_nothing_matches(env):
     assert "No entry matches" in r.stdout.decode()
 
 
-@pytest.mark.parametrize("stdin", [b"", b"   \n\t", b"\x00\x00\x00", b"\xff\xfe\xfa RuntimeError: \xc3(",
-                                   b'" NEAR( OR * -', b"x" * 1_500_000])
+@pytest.mark.parametrize(
+    "stdin",
+    [
+        b"",
+        b"   \n\t",
+        b"\x00\x00\x00",
+        b"\xff\xfe\xfa RuntimeError: \xc3(",
+        b'" NEAR( OR * -',
+        b"x" * 1_500_000,
+    ],
+)
 def test_cli_explain_hostile_stdin_gets_clear_answer(env, stdin):
     r = pitfalls(env, "explain", stdin=stdin)
     assert r.returncode in (0, 1, 2), r.stderr.decode()[-500:]
@@ -72,11 +90,22 @@ def test_cli_eval_scores_cases_and_lists_misses(env, tmp_path):
     import json
 
     cases = tmp_path / "cases.jsonl"
-    cases.write_text("\n".join(json.dumps(c) for c in [
-        {"id": "right", "text": TRACEBACK.decode(), "ok": ["backward-graph-second-time"]},
-        {"id": "abstain", "text": "KeyError: 'learning_rate'", "ok": [], "wanted": "a config key entry"},
-        {"id": "mislabelled", "text": TRACEBACK.decode(), "ok": ["view-non-contiguous"]},
-    ]) + "\n")
+    cases.write_text(
+        "\n".join(
+            json.dumps(c)
+            for c in [
+                {"id": "right", "text": TRACEBACK.decode(), "ok": ["backward-graph-second-time"]},
+                {
+                    "id": "abstain",
+                    "text": "KeyError: 'learning_rate'",
+                    "ok": [],
+                    "wanted": "a config key entry",
+                },
+                {"id": "mislabelled", "text": TRACEBACK.decode(), "ok": ["view-non-contiguous"]},
+            ]
+        )
+        + "\n"
+    )
     r = pitfalls(env, "eval", str(cases), "--json")
     assert r.returncode == 0, r.stderr.decode()
     report = json.loads(r.stdout)
@@ -127,8 +156,14 @@ def test_cli_explain_passes_the_output_through_then_explains(env):
 
 def test_cli_outside_the_repository_says_what_to_do_and_leaves_nothing(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}
-    r = subprocess.run([sys.executable, "-c", "from app.cli import main; main()", "explain"], input=TRACEBACK,
-                       capture_output=True, env={**env, "PYTHONPATH": str(ROOT)}, cwd=tmp_path, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", "from app.cli import main; main()", "explain"],
+        input=TRACEBACK,
+        capture_output=True,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert r.returncode == 2
     assert "--server" in r.stderr.decode()
     assert list(tmp_path.iterdir()) == []  # no pitfalls.db left behind
@@ -148,14 +183,23 @@ def team_server(tmp_path_factory):
 
 def test_cli_search_and_explain_against_a_team_server_from_any_folder(team_server, tmp_path):
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("PITFALLS_")}, "PYTHONPATH": str(ROOT)}
-    run = lambda *args, **kw: subprocess.run([sys.executable, "-c", "from app.cli import main; main()", *args],
-                                             capture_output=True, env=kw.get("env", env), cwd=tmp_path,
-                                             input=kw.get("stdin", b""), timeout=120)
+    run = lambda *args, **kw: subprocess.run(
+        [sys.executable, "-c", "from app.cli import main; main()", *args],
+        capture_output=True,
+        env=kw.get("env", env),
+        cwd=tmp_path,
+        input=kw.get("stdin", b""),
+        timeout=120,
+    )
     r = run("explain", "--server", team_server, stdin=TRACEBACK)
     assert r.returncode == 0, r.stderr.decode()
     assert f"{team_server}/e/backward-graph-second-time" in r.stdout.decode() and "Fix" in r.stdout.decode()
-    r = run("search", "--json", "RuntimeError: view size is not compatible with input tensor's size and stride",
-            env={**env, "PITFALLS_SERVER": team_server})
+    r = run(
+        "search",
+        "--json",
+        "RuntimeError: view size is not compatible with input tensor's size and stride",
+        env={**env, "PITFALLS_SERVER": team_server},
+    )
     assert r.returncode == 0, r.stderr.decode()
     assert json.loads(r.stdout)["results"][0]["slug"] == "view-non-contiguous"
     assert list(tmp_path.iterdir()) == []
@@ -169,6 +213,9 @@ def test_cli_verify_records_outcomes_for_the_pages(env):
     r = pitfalls(env, "verify", "--slug", "view-non-contiguous")
     assert r.returncode == 0, r.stderr.decode()
     db = env["PITFALLS_DATABASE_URL"].removeprefix("sqlite:///")
-    rows = sqlite3.connect(db).execute(
-        "SELECT part, expected FROM result WHERE entry_slug = 'view-non-contiguous' ORDER BY part").fetchall()
+    rows = (
+        sqlite3.connect(db)
+        .execute("SELECT part, expected FROM result WHERE entry_slug = 'view-non-contiguous' ORDER BY part")
+        .fetchall()
+    )
     assert rows == [("broken", 1), ("fixed", 1)]

@@ -50,8 +50,12 @@ def test_sync_keeps_run_history_of_updated_entries(tree):
     root, engine = tree
     content.sync(engine, root)
     with engine.begin() as c:
-        c.execute(text("INSERT INTO run(entry_slug, state, job, results, attempts, created_at) "
-                       "VALUES ('view-non-contiguous', 'done', '{}', '{}', 1, '2026-01-01')"))
+        c.execute(
+            text(
+                "INSERT INTO run(entry_slug, state, job, results, attempts, created_at) "
+                "VALUES ('view-non-contiguous', 'done', '{}', '{}', 1, '2026-01-01')"
+            )
+        )
     path = root / "mismatch/view-non-contiguous.toml"
     path.write_text(GOOD.replace("One paragraph", "One paragraph") + "\n# edited\n")
     report = content.sync(engine, root)
@@ -59,14 +63,20 @@ def test_sync_keeps_run_history_of_updated_entries(tree):
     assert _count(engine, "run") == 1
 
 
-@pytest.mark.parametrize("mutate, field", [
-    (lambda s: s.replace('title = "', 'titel = "', 1), "titel"),
-    (lambda s: s.replace('outcome = "raised"', 'outcome = "exploded"', 1), "broken.expect.outcome"),
-    (lambda s: s.replace("signatures = [", "signatures = 5\nold = [", 1), "signatures"),
-    (lambda s: s.replace("import torch\n", "import torch\nif True\n", 1), "broken.code"),
-    (lambda s: s.replace('match = "view size is not compatible"', 'match = "(unclosed"', 1), "broken.expect.match"),
-    (lambda s: s + "\n[[[", "TOML syntax error"),
-])
+@pytest.mark.parametrize(
+    "mutate, field",
+    [
+        (lambda s: s.replace('title = "', 'titel = "', 1), "titel"),
+        (lambda s: s.replace('outcome = "raised"', 'outcome = "exploded"', 1), "broken.expect.outcome"),
+        (lambda s: s.replace("signatures = [", "signatures = 5\nold = [", 1), "signatures"),
+        (lambda s: s.replace("import torch\n", "import torch\nif True\n", 1), "broken.code"),
+        (
+            lambda s: s.replace('match = "view size is not compatible"', 'match = "(unclosed"', 1),
+            "broken.expect.match",
+        ),
+        (lambda s: s + "\n[[[", "TOML syntax error"),
+    ],
+)
 def test_sync_bad_file_names_file_and_field_and_keeps_data(tree, mutate, field):
     root, engine = tree
     content.sync(engine, root)
@@ -92,7 +102,7 @@ def test_sync_rejects_unknown_category_and_bad_slug(tree):
 
 def test_sync_rejects_non_utf8(tree):
     root, engine = tree
-    (root / "loss/second-entry.toml").write_bytes(b"title = \"\xff\xfe\"\n")
+    (root / "loss/second-entry.toml").write_bytes(b'title = "\xff\xfe"\n')
     with pytest.raises(content.ContentError, match="UTF-8"):
         content.sync(engine, root)
 

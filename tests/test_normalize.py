@@ -8,68 +8,119 @@ from app.normalize import extract, normalize
 
 # (paste, the line that must be offered first, lines that must not be offered at all)
 FORMATS = {
-    "vscode-chinese": ("""发生异常: RuntimeError
+    "vscode-chinese": (
+        """发生异常: RuntimeError
 CUDA error: device-side assert triggered
   File "D:\\proj\\train.py", line 41, in <module>
-    loss.backward()""", "RuntimeError: CUDA error: device-side assert triggered", []),
-    "vscode-english": ("""Exception has occurred: RuntimeError
+    loss.backward()""",
+        "RuntimeError: CUDA error: device-side assert triggered",
+        [],
+    ),
+    "vscode-english": (
+        """Exception has occurred: RuntimeError
 Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!
   File "/home/u/a.py", line 9, in <module>""",
-                       "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!", []),
-    "pycharm-trailer": ("""Traceback (most recent call last):
+        "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
+        [],
+    ),
+    "pycharm-trailer": (
+        """Traceback (most recent call last):
   File "C:/work/main.py", line 3, in <module>
     x.view(-1, 10)
 RuntimeError: shape '[-1, 10]' is invalid for input of size 7
-python-BaseException""", "RuntimeError: shape '[-1, 10]' is invalid for input of size 7", ["python-BaseException"]),
-    "exception-ignored-after": ("""RuntimeError: DataLoader worker (pid(s) 1234) exited unexpectedly
+python-BaseException""",
+        "RuntimeError: shape '[-1, 10]' is invalid for input of size 7",
+        ["python-BaseException"],
+    ),
+    "exception-ignored-after": (
+        """RuntimeError: DataLoader worker (pid(s) 1234) exited unexpectedly
 Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f>
-Closing remaining open files:data.h5...done""", "RuntimeError: DataLoader worker (pid(s) 1234) exited unexpectedly",
-                                ["Closing remaining open files:data.h5...done"]),
-    "no-type-prefix": ("Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
-                       "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!", []),
-    "inside-sentence": ("When I run train.py I get RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB",
-                        "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB", []),
-    "backticks": ("`RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x10 and 20x5)`",
-                  "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x10 and 20x5)", []),
-    "markdown-report": ("""- **Exception Type:** RuntimeError
+Closing remaining open files:data.h5...done""",
+        "RuntimeError: DataLoader worker (pid(s) 1234) exited unexpectedly",
+        ["Closing remaining open files:data.h5...done"],
+    ),
+    "no-type-prefix": (
+        "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
+        "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
+        [],
+    ),
+    "inside-sentence": (
+        "When I run train.py I get RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB",
+        "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB",
+        [],
+    ),
+    "backticks": (
+        "`RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x10 and 20x5)`",
+        "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x10 and 20x5)",
+        [],
+    ),
+    "markdown-report": (
+        """- **Exception Type:** RuntimeError
 - **Exception Message:** RuntimeError: Input type (float) and bias type (c10::Half) should be the same""",
-                        "RuntimeError: Input type (float) and bias type (c10::Half) should be the same", []),
-    "quoted-reply": ("> TypeError: can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.",
-                     "TypeError: can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.", []),
-    "jupyter-header": ("""---------------------------------------------------------------------------
+        "RuntimeError: Input type (float) and bias type (c10::Half) should be the same",
+        [],
+    ),
+    "quoted-reply": (
+        "> TypeError: can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.",
+        "TypeError: can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.",
+        [],
+    ),
+    "jupyter-header": (
+        """---------------------------------------------------------------------------
 IndexError                                Traceback (most recent call last)
 Cell In[3], line 2
 ----> 2 emb(torch.tensor([10]))
 
-IndexError: index out of range in self""", "IndexError: index out of range in self",
-                       ["IndexError                                Traceback (most recent call last)"]),
-    "warning-wrapped": ("""/opt/conda/lib/python3.7/site-packages/torch/nn/functional.py:3613: UserWarning:
+IndexError: index out of range in self""",
+        "IndexError: index out of range in self",
+        ["IndexError                                Traceback (most recent call last)"],
+    ),
+    "warning-wrapped": (
+        """/opt/conda/lib/python3.7/site-packages/torch/nn/functional.py:3613: UserWarning:
     Found GPU0 GRID K1 which is of cuda capability 3.0.
     PyTorch no longer supports this GPU because it is too old.
-""", "UserWarning: Found GPU0 GRID K1 which is of cuda capability 3.0. PyTorch no longer supports this GPU because it is too old.", []),
-    "timestamped-log": ("""2024-03-01 10:02:11 | INFO | epoch 3
+""",
+        "UserWarning: Found GPU0 GRID K1 which is of cuda capability 3.0. PyTorch no longer supports this GPU because it is too old.",
+        [],
+    ),
+    "timestamped-log": (
+        """2024-03-01 10:02:11 | INFO | epoch 3
 2024-03-01 10:02:12 | ERROR | RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1269, unhandled system error, NCCL version 2.14.3""",
-                        "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1269, unhandled system error, NCCL version 2.14.3", []),
-    "progress-bar": ("Epoch 1:  12%|█▏ | 12/100 [00:03<00:20]\rEpoch 1:  13%|█▎ | 13/100\nValueError: Expected more than 1 value per channel when training, got input size torch.Size([1, 64])",
-                     "ValueError: Expected more than 1 value per channel when training, got input size torch.Size([1, 64])", []),
-    "chained-last-wins": ("""ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory
+        "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1269, unhandled system error, NCCL version 2.14.3",
+        [],
+    ),
+    "progress-bar": (
+        "Epoch 1:  12%|█▏ | 12/100 [00:03<00:20]\rEpoch 1:  13%|█▎ | 13/100\nValueError: Expected more than 1 value per channel when training, got input size torch.Size([1, 64])",
+        "ValueError: Expected more than 1 value per channel when training, got input size torch.Size([1, 64])",
+        [],
+    ),
+    "chained-last-wins": (
+        """ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory
 
 During handling of the above exception, another exception occurred:
 
 Traceback (most recent call last):
   File "x.py", line 1, in <module>
 OSError: [WinError 126] The specified module could not be found""",
-                          "OSError: [WinError 126] The specified module could not be found",
-                          ["During handling of the above exception, another exception occurred:"]),
-    "pip-error-lines": ("""Collecting torch==1.12.1+cu113
+        "OSError: [WinError 126] The specified module could not be found",
+        ["During handling of the above exception, another exception occurred:"],
+    ),
+    "pip-error-lines": (
+        """Collecting torch==1.12.1+cu113
 ERROR: Could not find a version that satisfies the requirement torch==1.12.1+cu113 (from versions: 2.2.0, 2.2.1)
 ERROR: No matching distribution found for torch==1.12.1+cu113""",
-                        "ERROR: No matching distribution found for torch==1.12.1+cu113", []),
-    "logger-error-record": ("""[2024-05-02 11:03:12,441] torch.distributed.run: [WARNING] Setting OMP_NUM_THREADS
+        "ERROR: No matching distribution found for torch==1.12.1+cu113",
+        [],
+    ),
+    "logger-error-record": (
+        """[2024-05-02 11:03:12,441] torch.distributed.run: [WARNING] Setting OMP_NUM_THREADS
 ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 (pid: 4121) of binary: /usr/bin/python3""",
-                            "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 "
-                            "(pid: 4121) of binary: /usr/bin/python3", []),
-    "pip-build-wrapper": ("""  Preparing metadata (setup.py) ... error
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 "
+        "(pid: 4121) of binary: /usr/bin/python3",
+        [],
+    ),
+    "pip-build-wrapper": (
+        """  Preparing metadata (setup.py) ... error
   error: subprocess-exited-with-error
 
   × python setup.py egg_info did not run successfully.
@@ -78,8 +129,9 @@ ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_r
       [end of output]
   note: This error originates from a subprocess, and is likely not a problem with pip.
 error: metadata-generation-failed""",
-                          "OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install root.",
-                          ["subprocess-exited-with-error", "metadata-generation-failed", "originates from a subprocess"]),
+        "OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install root.",
+        ["subprocess-exited-with-error", "metadata-generation-failed", "originates from a subprocess"],
+    ),
 }
 
 
@@ -95,12 +147,16 @@ def test_line_picker_finds_the_error_line(name):
 
 
 def test_line_picker_offers_wrapped_message_joined_and_alone():
-    ex = extract("UserWarning: To copy construct from a tensor, it is recommended to use\n"
-                 "sourceTensor.clone().detach() or sourceTensor.clone().detach().requires_grad_(True),\n"
-                 "rather than torch.tensor(sourceTensor).")
+    ex = extract(
+        "UserWarning: To copy construct from a tensor, it is recommended to use\n"
+        "sourceTensor.clone().detach() or sourceTensor.clone().detach().requires_grad_(True),\n"
+        "rather than torch.tensor(sourceTensor)."
+    )
     offered = [line for line, _ in ex.lines]
     assert "UserWarning: To copy construct from a tensor, it is recommended to use" in offered
-    assert any(o.endswith("rather than torch.tensor(sourceTensor).") and o.startswith("UserWarning") for o in offered)
+    assert any(
+        o.endswith("rather than torch.tensor(sourceTensor).") and o.startswith("UserWarning") for o in offered
+    )
 
 
 def test_plain_text_is_marked_plain():
@@ -108,12 +164,15 @@ def test_plain_text_is_marked_plain():
     assert not extract("RuntimeError: boom").plain
 
 
-@pytest.mark.parametrize("text, placeholder", [
-    ("undefined symbol: _ZN3c1017RegisterOperatorsD1Ev", "_symbol_"),
-    ("Tried to allocate 20.00 MiB", "_size_"),
-    ("File C:\\Users\\ana\\x.py", "_path_"),
-    ("got torch.Size([1, 64])", "_shape_"),
-])
+@pytest.mark.parametrize(
+    "text, placeholder",
+    [
+        ("undefined symbol: _ZN3c1017RegisterOperatorsD1Ev", "_symbol_"),
+        ("Tried to allocate 20.00 MiB", "_size_"),
+        ("File C:\\Users\\ana\\x.py", "_path_"),
+        ("got torch.Size([1, 64])", "_shape_"),
+    ],
+)
 def test_volatile_parts_become_placeholders(text, placeholder):
     assert placeholder in normalize(text).tokens
 
@@ -125,24 +184,37 @@ def test_small_numbers_are_kept_as_weak_tokens():
 
 def test_private_accelerator_module_reads_as_its_public_name():
     # pickle raises from its C module: users paste both spellings
-    assert normalize("_pickle.UnpicklingError: invalid load key, 'v'.").tokens == \
-        normalize("pickle.UnpicklingError: invalid load key, 'v'.").tokens
+    assert (
+        normalize("_pickle.UnpicklingError: invalid load key, 'v'.").tokens
+        == normalize("pickle.UnpicklingError: invalid load key, 'v'.").tokens
+    )
     assert "_c" in normalize("torch._C._LinAlgError: linalg.cholesky").tokens  # inner private names stay
 
 
 def test_boilerplate_sentences_do_not_count():
-    a = normalize("RuntimeError: Expected is_sm80 || is_sm90 to be true, but got false. (Could this error message "
-                  "be improved? If so, please report an enhancement request to PyTorch.)")
+    a = normalize(
+        "RuntimeError: Expected is_sm80 || is_sm90 to be true, but got false. (Could this error message "
+        "be improved? If so, please report an enhancement request to PyTorch.)"
+    )
     assert "enhancement" not in a.tokens and "is_sm80" in a.tokens
     # the dispatcher's tail, with its list of backends, is the same for every operator
-    c = normalize("NotImplementedError: Could not run 'quantized::conv2d.new' with arguments from the 'CPU' backend. "
-                  "This could be because the operator doesn't exist for this backend, or was omitted during the "
-                  "selective/custom build process (if using custom build). If you are a Facebook employee using "
-                  "PyTorch on mobile, please visit https://fburl.com/ptmfixes for possible resolutions. "
-                  "'quantized::conv2d.new' is only available for these backends: [QuantizedCPU, QuantizedCUDA, "
-                  "BackendSelect, Python, Named, Conjugate, Negative, ZeroTensor, ADInplaceOrView, AutogradOther].")
-    assert c.tokens == normalize("NotImplementedError: Could not run 'quantized::conv2d.new' with arguments from "
-                                 "the 'CPU' backend.").tokens
-    b = normalize("RuntimeError: CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously "
-                  "reported at some other API call, so the stacktrace below might be incorrect.")
+    c = normalize(
+        "NotImplementedError: Could not run 'quantized::conv2d.new' with arguments from the 'CPU' backend. "
+        "This could be because the operator doesn't exist for this backend, or was omitted during the "
+        "selective/custom build process (if using custom build). If you are a Facebook employee using "
+        "PyTorch on mobile, please visit https://fburl.com/ptmfixes for possible resolutions. "
+        "'quantized::conv2d.new' is only available for these backends: [QuantizedCPU, QuantizedCUDA, "
+        "BackendSelect, Python, Named, Conjugate, Negative, ZeroTensor, ADInplaceOrView, AutogradOther]."
+    )
+    assert (
+        c.tokens
+        == normalize(
+            "NotImplementedError: Could not run 'quantized::conv2d.new' with arguments from "
+            "the 'CPU' backend."
+        ).tokens
+    )
+    b = normalize(
+        "RuntimeError: CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously "
+        "reported at some other API call, so the stacktrace below might be incorrect."
+    )
     assert b.tokens == normalize("RuntimeError: CUDA error: device-side assert triggered").tokens

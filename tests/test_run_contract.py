@@ -25,9 +25,30 @@ def test_openapi_shows_the_run_and_outcome_contract(client):
     assert {"id", "entry", "state", "results", "created_at"} <= set(run["required"])
     assert run["properties"]["state"]["enum"] == ["queued", "running", "done"]
     outcome = schemas["OutcomeOut"]["properties"]
-    assert outcome.keys() >= {"outcome", "exc_type", "message", "traceback", "warnings", "stdout", "stderr",
-                              "truncated", "duration_ms", "device", "torch_version", "expected", "reason"}
-    assert set(outcome["outcome"]["enum"]) == {"raised", "warned", "ok", "wrong", "timeout", "crashed", "skipped"}
+    assert outcome.keys() >= {
+        "outcome",
+        "exc_type",
+        "message",
+        "traceback",
+        "warnings",
+        "stdout",
+        "stderr",
+        "truncated",
+        "duration_ms",
+        "device",
+        "torch_version",
+        "expected",
+        "reason",
+    }
+    assert set(outcome["outcome"]["enum"]) == {
+        "raised",
+        "warned",
+        "ok",
+        "wrong",
+        "timeout",
+        "crashed",
+        "skipped",
+    }
     paths = spec["paths"]
     for path, method in (("/api/runs/{run_id}", "get"), ("/api/entries/{slug}/reproduce", "post")):
         ok = next(iter(v for k, v in paths[path][method]["responses"].items() if k in ("200", "202")))

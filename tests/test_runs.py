@@ -16,15 +16,18 @@ from tests.conftest import ROOT
 
 @pytest.fixture()
 def db(synced_db_url):  # on SQLite and on PostgreSQL (tests/conftest.py)
-    settings = Settings(database_url=synced_db_url, content_dir=ROOT / "content", lease_s=30,
-                        max_attempts=2, queue_max=5)
+    settings = Settings(
+        database_url=synced_db_url, content_dir=ROOT / "content", lease_s=30, max_attempts=2, queue_max=5
+    )
     migrate(settings)
     return settings, make_engine(settings)
 
 
 def _worker(session, wid: str, gpus: int = 0):
-    return runs.see_worker(session=session, info={"id": wid, "device": "cpu" if not gpus else "GPU", "gpus": gpus,
-                                                  "torch_version": "2.13.0"})
+    return runs.see_worker(
+        session=session,
+        info={"id": wid, "device": "cpu" if not gpus else "GPU", "gpus": gpus, "torch_version": "2.13.0"},
+    )
 
 
 def test_runs_lease_result_and_latest(db):
@@ -35,11 +38,24 @@ def test_runs_lease_result_and_latest(db):
         leased = runs.lease_run(session=s, worker=_worker(s, "w1"), settings=settings)
         assert leased.id == run.id and leased.state == "running" and leased.attempts == 1
         assert runs.lease_run(session=s, worker=_worker(s, "w2"), settings=settings) is None
-        out = {**runs.empty_outcome("raised", "ok"), "expected": True, "device": "cpu", "torch_version": "2.13.0"}
-        runs.submit_result(session=s, run_id=run.id, lease=leased.lease, part="broken", result=out, settings=settings)
+        out = {
+            **runs.empty_outcome("raised", "ok"),
+            "expected": True,
+            "device": "cpu",
+            "torch_version": "2.13.0",
+        }
+        runs.submit_result(
+            session=s, run_id=run.id, lease=leased.lease, part="broken", result=out, settings=settings
+        )
         assert s.get(Run, run.id).state == "running"
-        done = runs.submit_result(session=s, run_id=run.id, lease=leased.lease, part="fixed",
-                                  result={**out, "outcome": "ok"}, settings=settings)
+        done = runs.submit_result(
+            session=s,
+            run_id=run.id,
+            lease=leased.lease,
+            part="fixed",
+            result={**out, "outcome": "ok"},
+            settings=settings,
+        )
         assert done.state == "done"
         latest = runs.latest_results(session=s, entry=entry)
         assert latest["broken"].outcome["outcome"] == "raised" and latest["fixed"].outcome["outcome"] == "ok"
@@ -59,8 +75,9 @@ def test_runs_expired_lease_is_requeued_then_given_up(db):
             s.commit()
             with pytest.raises(runs.LeaseLost):  # the silent worker's late result is refused once requeued
                 runs.expire_leases(session=s, settings=settings)
-                runs.submit_result(session=s, run_id=run.id, lease=leased.lease, part="broken", result={},
-                                   settings=settings)
+                runs.submit_result(
+                    session=s, run_id=run.id, lease=leased.lease, part="broken", result={}, settings=settings
+                )
         final = s.get(Run, run.id, populate_existing=True)
         assert final.state == "done" and final.results["broken"]["outcome"] == "crashed"
 
@@ -72,7 +89,10 @@ def test_runs_cpu_worker_leaves_cuda_jobs_to_a_live_gpu_worker(db):
         cpu_run = runs.create_run(session=s, entry=s.get(Entry, "view-non-contiguous"), settings=settings)
         _worker(s, "gpu-box", gpus=1)
         assert runs.lease_run(session=s, worker=_worker(s, "cpu-box"), settings=settings).id == cpu_run.id
-        assert runs.lease_run(session=s, worker=_worker(s, "gpu-box", gpus=1), settings=settings).id == cuda_run.id
+        assert (
+            runs.lease_run(session=s, worker=_worker(s, "gpu-box", gpus=1), settings=settings).id
+            == cuda_run.id
+        )
 
 
 def test_runs_queue_is_bounded_and_identical_waiting_runs_are_shared(db):
@@ -81,11 +101,13 @@ def test_runs_queue_is_bounded_and_identical_waiting_runs_are_shared(db):
         entries = s.exec(select(Entry).limit(settings.queue_max + 1)).all()
         first = runs.create_run(session=s, entry=entries[0], settings=settings).id
         assert runs.create_run(session=s, entry=entries[0], settings=settings).id == first  # shared
-        for entry in entries[1:settings.queue_max]:
+        for entry in entries[1 : settings.queue_max]:
             runs.create_run(session=s, entry=entry, settings=settings)
         with pytest.raises(runs.QueueFull):
             runs.create_run(session=s, entry=entries[settings.queue_max], settings=settings)
-        assert runs.create_run(session=s, entry=entries[0], settings=settings).id == first  # full, still shared
+        assert (
+            runs.create_run(session=s, entry=entries[0], settings=settings).id == first
+        )  # full, still shared
 
 
 def test_runs_queue_bound_holds_under_concurrent_requests(db):
@@ -131,7 +153,10 @@ def test_runs_left_running_are_interrupted_and_queued_ones_kept_on_start(db):
         assert run["state"] == "running" and run["interrupted"] is False
         return
     assert run["state"] == "done" and run["interrupted"] is True
-    assert run["results"]["broken"]["outcome"] == "crashed" and "interrupted" in run["results"]["broken"]["reason"]
+    assert (
+        run["results"]["broken"]["outcome"] == "crashed"
+        and "interrupted" in run["results"]["broken"]["reason"]
+    )
 
 
 def test_runs_worker_first_contact_race_is_absorbed(db, monkeypatch):
@@ -156,20 +181,32 @@ def test_runs_one_client_cannot_monopolise_the_queue(db):
     settings, engine = db
     settings = settings.model_copy(update={"queue_max": 5, "queue_per_client": 2})
     with Session(engine) as s:
-        a, b, c = s.exec(select(Entry).where(Entry.data["requires"]["cuda"].as_boolean() == False)  # noqa: E712
-                         .order_by(Entry.slug).limit(3)).all()
+        a, b, c = s.exec(
+            select(Entry)
+            .where(Entry.data["requires"]["cuda"].as_boolean() == False)  # noqa: E712
+            .order_by(Entry.slug)
+            .limit(3)
+        ).all()
         first = runs.create_run(session=s, entry=a, settings=settings, client="addr:10.0.0.1")
         runs.create_run(session=s, entry=b, settings=settings, client="addr:10.0.0.1")
         with pytest.raises(runs.ClientQueueFull, match="at most 2 per client"):
             runs.create_run(session=s, entry=c, settings=settings, client="addr:10.0.0.1")
         # another client is not held back; an identical waiting run is shared whoever asks
-        assert runs.create_run(session=s, entry=c, settings=settings, client="user:ana").job["client"] == "user:ana"
+        assert (
+            runs.create_run(session=s, entry=c, settings=settings, client="user:ana").job["client"]
+            == "user:ana"
+        )
         assert runs.create_run(session=s, entry=a, settings=settings, client="addr:10.0.0.1").id == first.id
         # once one of its runs has started, the client may queue again
         assert runs.lease_run(session=s, worker=_worker(s, "w"), settings=settings).id == first.id
         assert runs.create_run(session=s, entry=a, settings=settings, client="addr:10.0.0.1").id != first.id
-        assert sum(r.job.get("client") == "addr:10.0.0.1"
-                   for r in s.exec(select(Run).where(Run.state == "queued")).all()) == 2
+        assert (
+            sum(
+                r.job.get("client") == "addr:10.0.0.1"
+                for r in s.exec(select(Run).where(Run.state == "queued")).all()
+            )
+            == 2
+        )
 
 
 def test_runs_per_client_share_holds_under_concurrent_requests(db):

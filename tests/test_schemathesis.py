@@ -16,8 +16,13 @@ from app.main import create_app  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 
 # schemathesis collects at import time, so the app (on its own temporary database) is built here
-_settings = Settings(database_url=f"sqlite:///{tempfile.mkdtemp(prefix='pitfalls-fuzz-')}/fuzz.db",
-                     content_dir=ROOT / "content", local_workers=0, queue_max=10_000, sync_on_start=False)
+_settings = Settings(
+    database_url=f"sqlite:///{tempfile.mkdtemp(prefix='pitfalls-fuzz-')}/fuzz.db",
+    content_dir=ROOT / "content",
+    local_workers=0,
+    queue_max=10_000,
+    sync_on_start=False,
+)
 migrate(_settings)
 content.sync(make_engine(_settings), _settings.content_dir)
 app = create_app(_settings)
@@ -28,4 +33,6 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", app)
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 def test_api_never_answers_5xx(case):
     response = case.call()
-    assert response.status_code < 500, f"{case.method} {case.path}: {response.status_code} {response.text[:300]}"
+    assert response.status_code < 500, (
+        f"{case.method} {case.path}: {response.status_code} {response.text[:300]}"
+    )

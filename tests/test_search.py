@@ -6,7 +6,8 @@ import pytest
 
 # (paste, slug that must come first, or a tuple of entries that all explain it). Each differs from the entry's signatures in its volatile parts.
 PASTES = {
-    "linear-windows-traceback": ("""Traceback (most recent call last):
+    "linear-windows-traceback": (
+        """Traceback (most recent call last):
   File "C:\\Users\\ana\\projects\\mnist\\train.py", line 88, in <module>
     out = model(xb)
   File "C:\\Users\\ana\\miniconda3\\envs\\t\\lib\\site-packages\\torch\\nn\\modules\\module.py", line 1751, in _call_impl
@@ -14,19 +15,29 @@ PASTES = {
   File "C:\\Users\\ana\\projects\\mnist\\model.py", line 21, in forward
     return self.fc(x)
 RuntimeError: mat1 and mat2 shapes cannot be multiplied (32x9216 and 4608x128)
-""", ("linear-in-features-mismatch", "hardcoded-batch-size-last-batch")),
-    "linear-old-wording": ("RuntimeError: size mismatch, m1: [16 x 2048], m2: [512 x 10] at /opt/conda/conda-bld/pytorch_1556653114079/work/aten/src/TH/generic/THTensorMath.cpp:961",
-                           "linear-in-features-mismatch"),
-    "view-jupyter": ("""---------------------------------------------------------------------------
+""",
+        ("linear-in-features-mismatch", "hardcoded-batch-size-last-batch"),
+    ),
+    "linear-old-wording": (
+        "RuntimeError: size mismatch, m1: [16 x 2048], m2: [512 x 10] at /opt/conda/conda-bld/pytorch_1556653114079/work/aten/src/TH/generic/THTensorMath.cpp:961",
+        "linear-in-features-mismatch",
+    ),
+    "view-jupyter": (
+        """---------------------------------------------------------------------------
 RuntimeError                              Traceback (most recent call last)
 Cell In[12], line 3
       1 x = feats.transpose(1, 2)
 ----> 3 x.view(x.size(0), -1)
 
-RuntimeError: view size is not compatible with input tensor's size and stride (at least one dimension spans across two contiguous subspaces). Use .reshape(...) instead.""", "view-non-contiguous"),
-    "view-old-wording": ("RuntimeError: invalid argument 2: view size is not compatible with input tensor's size and stride (at least one dimension spans across two contiguous subspaces). Call .contiguous() before .view(). at /pytorch/aten/src/TH/generic/THTensor.cpp:203",
-                         "view-non-contiguous"),
-    "progress-bar-noise": ("""Epoch 3:  37%|███▋      | 370/1000 [00:12<00:21, 29.1it/s, loss=0.231]\r
+RuntimeError: view size is not compatible with input tensor's size and stride (at least one dimension spans across two contiguous subspaces). Use .reshape(...) instead.""",
+        "view-non-contiguous",
+    ),
+    "view-old-wording": (
+        "RuntimeError: invalid argument 2: view size is not compatible with input tensor's size and stride (at least one dimension spans across two contiguous subspaces). Call .contiguous() before .view(). at /pytorch/aten/src/TH/generic/THTensor.cpp:203",
+        "view-non-contiguous",
+    ),
+    "progress-bar-noise": (
+        """Epoch 3:  37%|███▋      | 370/1000 [00:12<00:21, 29.1it/s, loss=0.231]\r
 2026-11-02 10:31:07,113 INFO step=370 lr=3.0e-04 gpu_mem=11.2GiB
 Traceback (most recent call last):
   File "/srv/jobs/seg/train.py", line 140, in <module>
@@ -34,38 +45,61 @@ Traceback (most recent call last):
   File "/srv/jobs/seg/.venv/lib/python3.12/site-packages/torch/nn/modules/loss.py", line 1295, in forward
     return F.cross_entropy(input, target, weight=self.weight,
 IndexError: Target 21 is out of bounds.
-wandb: Waiting for W&B process to finish... (failed 1).""", "cross-entropy-target-out-of-range"),
-    "size-mismatch-head": ("""RuntimeError: Error(s) in loading state_dict for EfficientNet:
+wandb: Waiting for W&B process to finish... (failed 1).""",
+        "cross-entropy-target-out-of-range",
+    ),
+    "size-mismatch-head": (
+        """RuntimeError: Error(s) in loading state_dict for EfficientNet:
 	size mismatch for classifier.1.weight: copying a param with shape torch.Size([1000, 1280]) from checkpoint, the shape in current model is torch.Size([7, 1280]).
 	size mismatch for classifier.1.bias: copying a param with shape torch.Size([1000]) from checkpoint, the shape in current model is torch.Size([7]).""",
-                           "size-mismatch-classifier-head"),
-    "weights-only-other-global": ("""_pickle.UnpicklingError: Weights only load failed. This file can still be loaded, to do so you have two options, do those steps only if you trust the source of the checkpoint.
+        "size-mismatch-classifier-head",
+    ),
+    "weights-only-other-global": (
+        """_pickle.UnpicklingError: Weights only load failed. This file can still be loaded, to do so you have two options, do those steps only if you trust the source of the checkpoint.
 	(1) In PyTorch 2.6, we changed the default value of the `weights_only` argument in `torch.load` from `False` to `True`. Re-running `torch.load` with `weights_only` set to `False` will likely succeed, but it can result in arbitrary code execution. Do it only if you got the file from a trusted source.
 	(2) Alternatively, to load with `weights_only=True` please check the recommended steps in the following error message.
 	WeightsUnpickler error: Unsupported global: GLOBAL omegaconf.dictconfig.DictConfig was not an allowed global by default. Please use `torch.serialization.add_safe_globals([DictConfig])` or the `torch.serialization.safe_globals([DictConfig])` context manager to allowlist this global if you trust this class/function.""",
-                                  "weights-only-load-failed"),
-    "backward-twice": ("RuntimeError: Trying to backward through the graph a second time (or directly access saved tensors after they have already been freed). Saved intermediate values of the graph are freed when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or if you need to access saved tensors after calling backward.",
-                       "backward-graph-second-time"),
-    "inplace-other-version": ("RuntimeError: one of the variables needed for gradient computation has been modified by an inplace operation: [torch.cuda.FloatTensor [512, 256]], which is output 0 of TBackward0, is at version 4; expected version 3 instead. Hint: enable anomaly detection to find the operation that failed to compute its gradient, with torch.autograd.set_detect_anomaly(True).",
-                              "inplace-modified-needed-for-grad"),
-    "broadcast-other-dims": ("""  File "/home/kim/vit/attn.py", line 57, in forward
+        "weights-only-load-failed",
+    ),
+    "backward-twice": (
+        "RuntimeError: Trying to backward through the graph a second time (or directly access saved tensors after they have already been freed). Saved intermediate values of the graph are freed when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or if you need to access saved tensors after calling backward.",
+        "backward-graph-second-time",
+    ),
+    "inplace-other-version": (
+        "RuntimeError: one of the variables needed for gradient computation has been modified by an inplace operation: [torch.cuda.FloatTensor [512, 256]], which is output 0 of TBackward0, is at version 4; expected version 3 instead. Hint: enable anomaly detection to find the operation that failed to compute its gradient, with torch.autograd.set_detect_anomaly(True).",
+        "inplace-modified-needed-for-grad",
+    ),
+    "broadcast-other-dims": (
+        """  File "/home/kim/vit/attn.py", line 57, in forward
     attn = attn + self.rel_bias
 RuntimeError: The size of tensor a (197) must match the size of tensor b (196) at non-singleton dimension 3""",
-                             "broadcast-size-mismatch"),
-    "truncated-checkpoint": ("RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory",
-                             "truncated-checkpoint-central-directory"),
-    "element-0": ("RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn",
-                  "element-0-does-not-require-grad"),
-    "ddp-attr": ("AttributeError: 'DistributedDataParallel' object has no attribute 'generate'",
-                 "dataparallel-attribute-needs-module"),
-    "oom-2018": ("RuntimeError: CUDA out of memory. Tried to allocate 1.50 GiB (GPU 3; 10.92 GiB total capacity; 8.21 GiB already allocated; 906.38 MiB free; 8.35 GiB cached)",
-                 "cuda-out-of-memory"),
-    "oom-2026": ("""Traceback (most recent call last):
+        "broadcast-size-mismatch",
+    ),
+    "truncated-checkpoint": (
+        "RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory",
+        "truncated-checkpoint-central-directory",
+    ),
+    "element-0": (
+        "RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn",
+        "element-0-does-not-require-grad",
+    ),
+    "ddp-attr": (
+        "AttributeError: 'DistributedDataParallel' object has no attribute 'generate'",
+        "dataparallel-attribute-needs-module",
+    ),
+    "oom-2018": (
+        "RuntimeError: CUDA out of memory. Tried to allocate 1.50 GiB (GPU 3; 10.92 GiB total capacity; 8.21 GiB already allocated; 906.38 MiB free; 8.35 GiB cached)",
+        "cuda-out-of-memory",
+    ),
+    "oom-2026": (
+        """Traceback (most recent call last):
   File "/mnt/nfs/llm/finetune.py", line 212, in <module>
     out = model(**batch)
 torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 896.00 MiB. GPU 1 has a total capacity of 139.80 GiB of which 412.06 MiB is free. Including non-PyTorch memory, this process has 139.38 GiB memory in use. Of the allocated memory 131.27 GiB is allocated by PyTorch, and 6.70 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)""",
-                 "cuda-out-of-memory"),
-    "device-assert-kernel-lines": ("""/opt/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1289: indexSelectLargeIndex: block: [211,0,0], thread: [64,0,0] Assertion `srcIndex < srcSelectDimSize` failed.
+        "cuda-out-of-memory",
+    ),
+    "device-assert-kernel-lines": (
+        """/opt/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1289: indexSelectLargeIndex: block: [211,0,0], thread: [64,0,0] Assertion `srcIndex < srcSelectDimSize` failed.
 /opt/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1289: indexSelectLargeIndex: block: [211,0,0], thread: [65,0,0] Assertion `srcIndex < srcSelectDimSize` failed.
 Traceback (most recent call last):
   File "/home/li/bert/run.py", line 77, in <module>
@@ -73,8 +107,11 @@ Traceback (most recent call last):
 RuntimeError: CUDA error: device-side assert triggered
 CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
 For debugging consider passing CUDA_LAUNCH_BLOCKING=1
-Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.""", "device-side-assert-index-out-of-range"),
-    "fork-cuda-chained": ("""Traceback (most recent call last):
+Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.""",
+        "device-side-assert-index-out-of-range",
+    ),
+    "fork-cuda-chained": (
+        """Traceback (most recent call last):
   File "/usr/lib/python3.10/multiprocessing/pool.py", line 125, in worker
     result = (True, func(*args, **kwds))
   File "/work/infer.py", line 14, in predict
@@ -89,17 +126,27 @@ Traceback (most recent call last):
   File "/work/infer.py", line 30, in <module>
     outs = pool.map(predict, chunks)
 RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the 'spawn' start method""",
-                          "cuda-in-forked-subprocess"),
-    "process-group": ("ValueError: Default process group has not been initialized, please make sure to call init_process_group.",
-                      "default-process-group-not-initialized"),
-    "typed-by-hand-typos": ("RuntineError: Trying to bakward through the graph a secnod time (or directly access saved tensors after they have already been freed).",
-                            "backward-graph-second-time"),
-    "th-era-backend": ("RuntimeError: Expected object of backend CUDA but got backend CPU for argument #3 'index'",
-                       "tensor-created-on-wrong-device"),
-    "vscode-announce": ("""发生异常: RuntimeError
+        "cuda-in-forked-subprocess",
+    ),
+    "process-group": (
+        "ValueError: Default process group has not been initialized, please make sure to call init_process_group.",
+        "default-process-group-not-initialized",
+    ),
+    "typed-by-hand-typos": (
+        "RuntineError: Trying to bakward through the graph a secnod time (or directly access saved tensors after they have already been freed).",
+        "backward-graph-second-time",
+    ),
+    "th-era-backend": (
+        "RuntimeError: Expected object of backend CUDA but got backend CPU for argument #3 'index'",
+        "tensor-created-on-wrong-device",
+    ),
+    "vscode-announce": (
+        """发生异常: RuntimeError
 one of the variables needed for gradient computation has been modified by an inplace operation: [torch.FloatTensor [3, 4]], which is output 0 of ReluBackward0, is at version 1; expected version 0 instead.
   File "D:\\code\\gan\\train.py", line 120, in <module>
-    d_loss.backward()""", "inplace-modified-needed-for-grad"),
+    d_loss.backward()""",
+        "inplace-modified-needed-for-grad",
+    ),
 }
 
 UNRELATED = [
@@ -119,7 +166,9 @@ def test_search_paste_lands_on_entry(searcher, name):
     paste, slug = PASTES[name]
     result = searcher.search(paste)
     assert result.results, f"{name}: no results"
-    assert result.results[0].slug in ((slug,) if isinstance(slug, str) else slug), f"{name}: got {[(h.slug, h.score) for h in result.results[:3]]}"
+    assert result.results[0].slug in ((slug,) if isinstance(slug, str) else slug), (
+        f"{name}: got {[(h.slug, h.score) for h in result.results[:3]]}"
+    )
     assert result.confident, f"{name}: not confident ({result.results[0].score})"
 
 
@@ -137,15 +186,19 @@ def test_search_reports_ignored_parts(searcher):
 
 
 def test_search_message_without_exception_type_ranks_its_entry_first(searcher):
-    result = searcher.search("Expected all tensors to be on the same device, but found at least two devices, cpu and "
-                             "cuda:0! (when checking argument for argument index in method wrapper_CUDA__index_select)")
+    result = searcher.search(
+        "Expected all tensors to be on the same device, but found at least two devices, cpu and "
+        "cuda:0! (when checking argument for argument index in method wrapper_CUDA__index_select)"
+    )
     assert result.results[0].slug == "tensor-created-on-wrong-device"
 
 
 def test_search_truncated_paste_still_finds_its_entry(searcher):
     """A paste cut short keeps a distinctive part of the message: that is a match, if a weaker one."""
     full = searcher.search(PASTES["backward-twice"][0])
-    cut = searcher.search("RuntimeError: Trying to backward through the graph a second time (or directly access saved")
+    cut = searcher.search(
+        "RuntimeError: Trying to backward through the graph a second time (or directly access saved"
+    )
     assert cut.results[0].slug == "backward-graph-second-time"
     assert cut.results[0].score <= full.results[0].score
 
@@ -157,18 +210,34 @@ def test_search_free_text_finds_entry(searcher):
 
 def test_search_library_file_named_in_the_paste_decides(searcher):
     # an extension's `undefined symbol` is not torchaudio's or torchvision's, though the words are the same
-    result = searcher.search("OSError: /opt/env/lib/python3.11/site-packages/torch_scatter/_version_cuda.so: "
-                             "undefined symbol: _ZN3c104cuda9SetDeviceEi")
-    assert result.results[0].slug == "prebuilt-extension-wheel-other-torch", \
-        [(h.slug, h.score) for h in result.results[:3]]
+    result = searcher.search(
+        "OSError: /opt/env/lib/python3.11/site-packages/torch_scatter/_version_cuda.so: "
+        "undefined symbol: _ZN3c104cuda9SetDeviceEi"
+    )
+    assert result.results[0].slug == "prebuilt-extension-wheel-other-torch", [
+        (h.slug, h.score) for h in result.results[:3]
+    ]
 
 
 DEVICE_MESSAGE = "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
-DEVICE_CAUSES = {"tensor-created-on-wrong-device", "optimizer-state-on-cpu-after-resume", "register-buffer-for-state"}
+DEVICE_CAUSES = {
+    "tensor-created-on-wrong-device",
+    "optimizer-state-on-cpu-after-resume",
+    "register-buffer-for-state",
+}
 
 
-@pytest.mark.parametrize("paste", [DEVICE_MESSAGE, DEVICE_MESSAGE.replace("cuda:0 and cpu!", "cpu and cuda:0! (when "
-                                     "checking argument for argument index in method wrapper_CUDA__index_select)")])
+@pytest.mark.parametrize(
+    "paste",
+    [
+        DEVICE_MESSAGE,
+        DEVICE_MESSAGE.replace(
+            "cuda:0 and cpu!",
+            "cpu and cuda:0! (when "
+            "checking argument for argument index in method wrapper_CUDA__index_select)",
+        ),
+    ],
+)
 def test_search_one_message_several_causes_nothing_to_choose_is_not_confident(searcher, paste):
     # the message alone fits three causes equally: show them side by side, claim none
     result = searcher.search(paste)
@@ -188,12 +257,21 @@ Traceback (most recent call last):
     assert result.confident
 
 
-@pytest.mark.parametrize("paste, slug", [
-    ("On my M1 Mac the script stops with MPS not available because the current PyTorch install was not built "
-     "with MPS enabled. What should I install?", "mps-not-available"),
-    ("after upgrading, training fails with: query should be unbatched 2D or batched 3D tensor but received 4-D "
-     "query tensor (any idea?)", "multihead-attention-input-rank"),
-])
+@pytest.mark.parametrize(
+    "paste, slug",
+    [
+        (
+            "On my M1 Mac the script stops with MPS not available because the current PyTorch install was not built "
+            "with MPS enabled. What should I install?",
+            "mps-not-available",
+        ),
+        (
+            "after upgrading, training fails with: query should be unbatched 2D or batched 3D tensor but received 4-D "
+            "query tensor (any idea?)",
+            "multihead-attention-input-rank",
+        ),
+    ],
+)
 def test_search_whole_message_inside_a_sentence_is_confident(searcher, paste, slug):
     # the user's words around a complete, distinctive message do not make it another error
     result = searcher.search(paste)
@@ -214,8 +292,8 @@ RuntimeError: mat1 and mat2 shapes cannot be multiplied (32x9216 and 4608x128)""
 
 def test_search_a_word_or_two_beyond_the_error_line_do_not_pick_the_cause(searcher):
     # "raise" in the frame is all the paste says besides the message: the entry named for the message wins
-    result = searcher.search('''  File "/usr/lib/python3/dist-packages/torch/cuda/__init__.py", line 310, in _lazy_init
+    result = searcher.search("""  File "/usr/lib/python3/dist-packages/torch/cuda/__init__.py", line 310, in _lazy_init
     raise AssertionError("Torch not compiled with CUDA enabled")
-AssertionError: Torch not compiled with CUDA enabled''')
+AssertionError: Torch not compiled with CUDA enabled""")
     assert result.results[0].slug == "cuda-not-available-cpu-wheel"
     assert result.confident

@@ -21,8 +21,16 @@ OUTSIDER = ("203.0.113.9", 50000)
 
 
 def settings(tmp: Path, **overrides) -> Settings:
-    return Settings(**{"database_url": f"sqlite:///{tmp}/t.db", "content_dir": ROOT / "content", "local_workers": 0,
-                       "trusted_proxies": "10.0.0.0/8, 192.168.5.1", "admin_token": "s3cret-token", **overrides})
+    return Settings(
+        **{
+            "database_url": f"sqlite:///{tmp}/t.db",
+            "content_dir": ROOT / "content",
+            "local_workers": 0,
+            "trusted_proxies": "10.0.0.0/8, 192.168.5.1",
+            "admin_token": "s3cret-token",
+            **overrides,
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +48,13 @@ def client(app, addr=PROXY_ADDR) -> TestClient:
 def test_proxy_headers_from_a_trusted_address_sign_in(app):
     with client(app) as c:
         me = c.get("/api/me", headers=CURATOR).json()["user"]
-        assert me == {"name": "cora", "groups": ["curators", "ml"], "via": "proxy", "curator": True,
-                      "may_reproduce": True}
+        assert me == {
+            "name": "cora",
+            "groups": ["curators", "ml"],
+            "via": "proxy",
+            "curator": True,
+            "may_reproduce": True,
+        }
         assert c.get("/api/team/misses", headers=CURATOR).status_code == 200
         assert c.get("/team", headers=CURATOR).status_code == 200
 
@@ -76,7 +89,9 @@ def test_admin_token_as_bearer_and_as_a_sign_in_cookie(app):
         assert c.get("/api/team/misses", headers={"Authorization": "Bearer s3cret-token"}).status_code == 200
         r = c.post("/sign-in", data={"token": "wrong", "next": "/team"}, follow_redirects=False)
         assert r.status_code == 401 and "not the admin token" in r.text
-        r = c.post("/sign-in", data={"token": "s3cret-token", "next": "//evil.example/x"}, follow_redirects=False)
+        r = c.post(
+            "/sign-in", data={"token": "s3cret-token", "next": "//evil.example/x"}, follow_redirects=False
+        )
         assert r.status_code == 303 and r.headers["location"] == "/"  # never off-site
         assert "s3cret-token" not in r.headers["set-cookie"]
         r = c.get("/team")
@@ -136,8 +151,13 @@ def test_repeated_group_headers_count_and_a_repeated_user_header_does_not(app):
     from starlette.datastructures import Headers
 
     s = app.state.settings
-    both = Headers(raw=[(b"x-forwarded-user", b"cora"), (b"x-forwarded-groups", b"ml"),
-                        (b"x-forwarded-groups", b"curators")])
+    both = Headers(
+        raw=[
+            (b"x-forwarded-user", b"cora"),
+            (b"x-forwarded-groups", b"ml"),
+            (b"x-forwarded-groups", b"curators"),
+        ]
+    )
     assert auth.identify(s, "10.0.0.1", both, {}).curator(s)
     twice = Headers(raw=[(b"x-forwarded-user", b"mallory"), (b"x-forwarded-user", b"cora")])
     assert auth.identify(s, "10.0.0.1", twice, {}) is None

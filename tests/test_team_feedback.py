@@ -30,16 +30,27 @@ PROXY = {"X-Forwarded-User": "ana@corp", "X-Forwarded-Groups": "ml"}
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("feedback")
-    settings = Settings(database_url=f"sqlite:///{tmp}/t.db", content_dir=ROOT / "content", local_workers=0,
-                        admin_token="tok", trusted_proxies="10.0.0.0/8")
+    settings = Settings(
+        database_url=f"sqlite:///{tmp}/t.db",
+        content_dir=ROOT / "content",
+        local_workers=0,
+        admin_token="tok",
+        trusted_proxies="10.0.0.0/8",
+    )
     with TestClient(create_app(settings), client=("10.0.0.7", 40000)) as c:
-        c.env = {"PITFALLS_DATABASE_URL": settings.database_url, "PITFALLS_CONTENT_DIR": str(ROOT / "content")}
+        c.env = {
+            "PITFALLS_DATABASE_URL": settings.database_url,
+            "PITFALLS_CONTENT_DIR": str(ROOT / "content"),
+        }
         yield c
 
 
 def test_feedback_keeps_the_normalised_lines_and_who_gave_it(client):
-    r = client.post("/api/feedback", json={"entry": SLUG, "verdict": "wrong", "q": PASTE, "used": OTHER,
-                                           "comment": "my labels were fine"}, headers=PROXY)
+    r = client.post(
+        "/api/feedback",
+        json={"entry": SLUG, "verdict": "wrong", "q": PASTE, "used": OTHER, "comment": "my labels were fine"},
+        headers=PROXY,
+    )
     assert r.status_code == 201, r.text
     fb = r.json()
     assert fb["lines"] == ["IndexError: Target _num_ is out of bounds."]
@@ -53,13 +64,21 @@ def test_feedback_from_an_anonymous_reader_and_an_entry_page(client):
     assert client.post("/api/feedback", json={"entry": SLUG, "verdict": "solved"}).json()["user"] is None
     r = client.post("/feedback", data={"slug": SLUG, "verdict": "solved"})  # the entry page's form
     assert r.status_code == 200 and "solved it" in r.text
-    r = client.post("/api/feedback", json={"entry": OTHER, "verdict": "wrong", "q": "RuntimeError: view size is "
-                                           "not compatible with input tensor's size and stride"})
+    r = client.post(
+        "/api/feedback",
+        json={
+            "entry": OTHER,
+            "verdict": "wrong",
+            "q": "RuntimeError: view size is not compatible with input tensor's size and stride",
+        },
+    )
     assert r.status_code == 201
 
 
 def test_unknown_entries_are_refused(client):
-    assert client.post("/api/feedback", json={"entry": "no-such-entry", "verdict": "solved"}).status_code == 404
+    assert (
+        client.post("/api/feedback", json={"entry": "no-such-entry", "verdict": "solved"}).status_code == 404
+    )
     r = client.post("/api/feedback", json={"entry": SLUG, "verdict": "wrong", "used": "no-such-entry"})
     assert r.status_code == 422 and "no-such-entry" in r.json()["detail"]
     assert client.post("/api/feedback", json={"entry": SLUG, "verdict": "meh"}).status_code == 422
@@ -88,8 +107,10 @@ def test_export_is_accepted_by_pitfalls_eval(client, tmp_path):
     assert {tuple(row["ok"]) for row in rows} == {(OTHER,), ()}
     assert all(set(row) >= {"id", "text", "ok", "source"} for row in rows)
     cases = load_cases([out])
-    assert [c.text for c in cases] == ["IndexError: Target _num_ is out of bounds.",
-                                       "RuntimeError: view size is not compatible with input tensor's size and stride"]
+    assert [c.text for c in cases] == [
+        "IndexError: Target _num_ is out of bounds.",
+        "RuntimeError: view size is not compatible with input tensor's size and stride",
+    ]
     r = runner.invoke(cli, ["eval", str(out), "--json"], env=client.env)
     assert r.exit_code == 0, r.output
     report = json.loads(r.output)
@@ -102,8 +123,13 @@ def test_export_is_accepted_by_pitfalls_eval(client, tmp_path):
 
 def test_team_endpoints_are_in_the_openapi_schema(client):
     paths = client.get("/openapi.json").json()["paths"]
-    for path, method in [("/api/feedback", "post"), ("/api/me", "get"), ("/api/team/misses", "get"),
-                         ("/api/team/misses/{miss_id}/draft", "post"), ("/api/team/feedback", "get"),
-                         ("/api/team/actions", "get")]:
+    for path, method in [
+        ("/api/feedback", "post"),
+        ("/api/me", "get"),
+        ("/api/team/misses", "get"),
+        ("/api/team/misses/{miss_id}/draft", "post"),
+        ("/api/team/feedback", "get"),
+        ("/api/team/actions", "get"),
+    ]:
         assert method in paths[path] and paths[path][method]["tags"] == ["team"], path
     assert "/team" not in paths and "/feedback" not in paths  # pages stay out of the API

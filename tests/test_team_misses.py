@@ -35,13 +35,22 @@ The above exception was the direct cause of the following exception:
 
 FrobnicationError: cannot frobnicate /home/{SECRET_USER}/ckpt/epoch_7.pt for {SECRET_USER}@example.org after 3 tries
 """
-SAME_TEMPLATE = "FrobnicationError: cannot frobnicate /home/other/x/y.pt for someone@example.com after 12 tries"
+SAME_TEMPLATE = (
+    "FrobnicationError: cannot frobnicate /home/other/x/y.pt for someone@example.com after 12 tries"
+)
 CONFIDENT = "IndexError: Target 11 is out of bounds."
 
 
 def make_client(tmp: Path, **overrides) -> TestClient:
-    settings = Settings(**{"database_url": f"sqlite:///{tmp}/t.db", "content_dir": ROOT / "content",
-                           "local_workers": 0, "admin_token": "tok", **overrides})
+    settings = Settings(
+        **{
+            "database_url": f"sqlite:///{tmp}/t.db",
+            "content_dir": ROOT / "content",
+            "local_workers": 0,
+            "admin_token": "tok",
+            **overrides,
+        }
+    )
     return TestClient(create_app(settings))
 
 
@@ -127,8 +136,11 @@ def test_recording_off_stores_nothing(tmp_path):
 def test_retention_prunes_old_misses(client):
     settings = client.app.state.settings
     with Session(client.app.state.engine) as session:
-        session.execute(update(MissedSearch).where(MissedSearch.template.startswith("QuuxError"))
-                        .values(last_seen=utcnow() - timedelta(days=settings.misses_retention_days + 1)))
+        session.execute(
+            update(MissedSearch)
+            .where(MissedSearch.template.startswith("QuuxError"))
+            .values(last_seen=utcnow() - timedelta(days=settings.misses_retention_days + 1))
+        )
         session.commit()
     templates = [m["template"] for m in client.get("/api/team/misses", headers=AUTH).json()]
     assert templates and not any(t.startswith("QuuxError") for t in templates)
@@ -164,9 +176,18 @@ def test_a_second_draft_of_the_same_miss_does_not_overwrite(client):
 
 
 def test_category_guess():
-    assert drafts.guess_category(None, MissedSearch(template="RuntimeError: NCCL error in: _path_")) == "parallel"
-    assert drafts.guess_category(None, MissedSearch(template="RuntimeError: cuDNN error: CUDNN_STATUS_FOO")) == "cuda"
-    assert drafts.guess_category(None, MissedSearch(template="KeyError: unexpected key in state_dict")) == "loading"
+    assert (
+        drafts.guess_category(None, MissedSearch(template="RuntimeError: NCCL error in: _path_"))
+        == "parallel"
+    )
+    assert (
+        drafts.guess_category(None, MissedSearch(template="RuntimeError: cuDNN error: CUDNN_STATUS_FOO"))
+        == "cuda"
+    )
+    assert (
+        drafts.guess_category(None, MissedSearch(template="KeyError: unexpected key in state_dict"))
+        == "loading"
+    )
     assert drafts.guess_category(None, MissedSearch(template="Whatever: something odd")) == drafts.FALLBACK
 
 
@@ -181,15 +202,19 @@ def test_drafts_need_a_team_folder(tmp_path):
 
 def test_error_lines_scrub_what_normalising_leaves():
     assert misses.error_lines("PermissionError: denied for ana@gpu-box-3.corp.example.com at ~ana/run") == [
-        "PermissionError: denied for _email_ at _path_"]
+        "PermissionError: denied for _email_ at _path_"
+    ]
     assert misses.error_lines("OSError: could not open /home/ana") == ["OSError: could not open _path_"]
 
 
 def test_cli_lists_misses_and_writes_a_draft(tmp_path, monkeypatch):
     team = tmp_path / "team"
     team.mkdir()
-    env = {"PITFALLS_DATABASE_URL": f"sqlite:///{tmp_path}/t.db", "PITFALLS_CONTENT_DIR": str(ROOT / "content"),
-           "PITFALLS_TEAM_CONTENT_DIR": str(team)}
+    env = {
+        "PITFALLS_DATABASE_URL": f"sqlite:///{tmp_path}/t.db",
+        "PITFALLS_CONTENT_DIR": str(ROOT / "content"),
+        "PITFALLS_TEAM_CONTENT_DIR": str(team),
+    }
     with make_client(tmp_path, team_content_dir=team) as c:
         c.post("/api/search", json={"q": MISSED})
         c.post("/api/search", json={"q": "QuuxError: the quux overflowed at step 5"})
@@ -212,8 +237,13 @@ def test_cli_lists_misses_and_writes_a_draft(tmp_path, monkeypatch):
 
 def test_live_search_while_typing_records_one_miss(tmp_path):
     with make_client(tmp_path) as c:
-        for typed in ("ZapError: the z", "ZapError: the zap coil", "ZapError: the zap coil melted at 41",
-                      "ZapError: the zap coil melted at 412", "ZapError: the zap coil melted"):
+        for typed in (
+            "ZapError: the z",
+            "ZapError: the zap coil",
+            "ZapError: the zap coil melted at 41",
+            "ZapError: the zap coil melted at 412",
+            "ZapError: the zap coil melted",
+        ):
             c.post("/search", data={"q": typed}, headers={"HX-Request": "true"})
         rows = c.get("/api/team/misses", headers=AUTH).json()
         assert [(m["template"], m["count"]) for m in rows] == [("ZapError: the zap coil melted at _num_", 1)]

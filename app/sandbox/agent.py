@@ -26,8 +26,8 @@ import threading
 import time
 import urllib.parse
 
-from .execute import finish
 from .contracts import WORKER_CONCURRENCY, WORKER_SPARE, Limits, blank, make_job
+from .execute import finish
 from .pool import Pool, PoolClosed
 
 log = logging.getLogger("pitfalls.agent")
@@ -373,8 +373,12 @@ def main(argv: list[str] | None = None) -> int:
         default=os.environ.get("PITFALLS_WORKER_TOKEN"),
         help="worker token (or PITFALLS_WORKER_TOKEN)",
     )
-    parser.add_argument("--parent-pid", type=int, default=None,
-                        help="exit (abandoning jobs in hand) when this process is gone: a server's local workers")
+    parser.add_argument(
+        "--parent-pid",
+        type=int,
+        default=None,
+        help="exit (abandoning jobs in hand) when this process is gone: a server's local workers",
+    )
     parser.add_argument("--concurrency", type=int, default=WORKER_CONCURRENCY, help="runs at once")
     parser.add_argument("--spare", type=int, default=WORKER_SPARE, help="warmed children kept ready")
     parser.add_argument("--wait", type=float, default=20, help="long-poll seconds per lease request")
@@ -396,7 +400,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # a background thread (pool replenisher, heartbeat, parent watch) that dies says so in the log
     threading.excepthook = lambda a: log.error(
-        "thread %s died", a.thread.name if a.thread else "?", exc_info=(a.exc_type, a.exc_value, a.exc_traceback)
+        "thread %s died",
+        a.thread.name if a.thread else "?",
+        exc_info=(a.exc_type, a.exc_value, a.exc_traceback),
     )
     stop, abandon = threading.Event(), threading.Event()
 
@@ -411,8 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     if args.parent_pid:
-        threading.Thread(target=_die_with, args=(args.parent_pid, stop, abandon), name="parent-watch",
-                         daemon=True).start()
+        threading.Thread(
+            target=_die_with, args=(args.parent_pid, stop, abandon), name="parent-watch", daemon=True
+        ).start()
     try:
         done = serve(
             args.server,

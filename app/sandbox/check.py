@@ -15,8 +15,8 @@ import time
 import tomllib
 from pathlib import Path
 
-from .execute import finish
 from .contracts import Limits, verdict
+from .execute import finish
 from .requirements import unmet
 
 MAX_OUTPUT = Limits().max_output_bytes  # the same cap as a pool run's

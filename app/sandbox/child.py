@@ -168,7 +168,9 @@ def spawn_child(req: dict, fds: list[int]) -> None:
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
     cgroup = isolate.open_cgroup(req.get("cgroup") or [])
-    confined = isolate.confine(network=req.get("network", False), workdir=req["cwd"], tmp_mb=req.get("tmp_mb", 1024))
+    confined = isolate.confine(
+        network=req.get("network", False), workdir=req["cwd"], tmp_mb=req.get("tmp_mb", 1024)
+    )
     isolate.join_cgroup_fds(cgroup)
     ok, how = confined["network"]
     if not ok and "switched off" not in how:  # as before: only a missing network namespace is said

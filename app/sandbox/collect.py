@@ -9,8 +9,8 @@ import threading
 import time
 
 from .capture import Capture
-from .forkserver_client import ChildHandle
 from .contracts import Limits, blank
+from .forkserver_client import ChildHandle
 
 _SIGNAL_WORDS = {
     signal.SIGSEGV: " (segmentation fault)",

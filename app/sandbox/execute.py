@@ -20,8 +20,6 @@ from .contracts import MESSAGE_MAX, WARNING_MAX, judge
 SNIPPET_NAME = "snippet.py"
 
 
-
-
 def _capped(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more characters dropped]"
 

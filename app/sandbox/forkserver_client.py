@@ -46,7 +46,9 @@ _REPO_ROOT = str(Path(__file__).resolve().parents[2])
 class ChildHandle:
     """One sandbox process as the pool sees it: its socket, cgroup, run folder and status pipe."""
 
-    def __init__(self, pid: int, sock: socket.socket | None, cgroup: Cgroup | None, kind: str, status_fd: int):
+    def __init__(
+        self, pid: int, sock: socket.socket | None, cgroup: Cgroup | None, kind: str, status_fd: int
+    ):
         self.pid, self.cgroup, self.kind = pid, cgroup, kind
         self.sock = sock or socket.socketpair()[0]  # a cold child has no channel: only its exit tells
         self.reader = wire.Reader(self.sock)

@@ -243,7 +243,13 @@ def _needed_paths() -> list[str]:
     import sysconfig
 
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    paths = [os.path.dirname(os.path.realpath(sys.executable)), sys.prefix, sys.base_prefix, sys.exec_prefix, here]
+    paths = [
+        os.path.dirname(os.path.realpath(sys.executable)),
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        here,
+    ]
     paths += [sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")]
     paths += [p for p in sys.path if p and os.path.isabs(p)]
     return [os.path.realpath(p) for p in paths if os.path.isdir(p)]
@@ -286,7 +292,12 @@ def _unreadable_for_others() -> str | None:
     import sysconfig
 
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for path in (os.path.realpath(sys.executable), os.path.dirname(os.__file__), sysconfig.get_paths()["purelib"], here):
+    for path in (
+        os.path.realpath(sys.executable),
+        os.path.dirname(os.__file__),
+        sysconfig.get_paths()["purelib"],
+        here,
+    ):
         parts = os.path.realpath(path).split(os.sep)
         for i in range(2, len(parts) + 1):
             p = os.sep.join(parts[:i])

@@ -36,10 +36,10 @@ import weakref
 from . import wire
 from .capture import Capture
 from .cgroups import Cgroup, CgroupManager
-from .forkserver_client import ChildHandle, ForkServerClient
 from .collect import collect
-from .execute import finish
 from .contracts import Job, Limits, blank
+from .execute import finish
+from .forkserver_client import ChildHandle, ForkServerClient
 from .requirements import unmet
 
 __all__ = ["Limits", "Pool", "PoolClosed", "PoolFull"]

@@ -162,11 +162,16 @@ def probe(pool, *, code_dir: str | None, database: str | None, home: str | None)
         report = json.loads(out.get("stdout") or "")
     except ValueError:
         why = f"not known: the probe did not run ({out.get('outcome')}: {out.get('reason')})"
-        return {k: {"enforced": False, "how": why} for k in ("cgroup_escape", "daemons", "private_tmp", *targets)}
+        return {
+            k: {"enforced": False, "how": why} for k in ("cgroup_escape", "daemons", "private_tmp", *targets)
+        }
     result: dict[str, dict] = {}
     esc = report["escape"]
     if not esc["tried"]:
-        result["cgroup_escape"] = {"enforced": False, "how": "no cgroup here: no memory or process limit to keep"}
+        result["cgroup_escape"] = {
+            "enforced": False,
+            "how": "no cgroup here: no memory or process limit to keep",
+        }
     else:
         result["cgroup_escape"] = {
             "enforced": not esc["moved"],

@@ -15,9 +15,18 @@ def log(session: Session, user: str | None, action: str, target: str = "", detai
 
 
 def recent(session: Session, limit: int = 50) -> list[TeamAction]:
-    return list(session.exec(select(TeamAction).order_by(col(TeamAction.at).desc(), col(TeamAction.id).desc())
-                             .limit(limit)).all())
+    return list(
+        session.exec(
+            select(TeamAction).order_by(col(TeamAction.at).desc(), col(TeamAction.id).desc()).limit(limit)
+        ).all()
+    )
 
 
 def public(a: TeamAction) -> dict[str, Any]:
-    return {"at": a.at.isoformat(), "user": a.user, "action": a.action, "target": a.target, "detail": a.detail}
+    return {
+        "at": a.at.isoformat(),
+        "user": a.user,
+        "action": a.action,
+        "target": a.target,
+        "detail": a.detail,
+    }

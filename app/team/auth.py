@@ -72,8 +72,13 @@ class User:
         return self.curator(settings) or not allowed or bool(self.groups & allowed)
 
     def public(self, settings: Settings) -> dict[str, Any]:
-        return {"name": self.name, "groups": sorted(self.groups), "via": self.via,
-                "curator": self.curator(settings), "may_reproduce": self.may_reproduce(settings)}
+        return {
+            "name": self.name,
+            "groups": sorted(self.groups),
+            "via": self.via,
+            "curator": self.curator(settings),
+            "may_reproduce": self.may_reproduce(settings),
+        }
 
 
 def cookie_value(token: str) -> str:
@@ -82,7 +87,9 @@ def cookie_value(token: str) -> str:
 
 
 def token_ok(settings: Settings, token: str) -> bool:
-    return bool(settings.admin_token) and secrets.compare_digest(token.encode(), settings.admin_token.encode())
+    return bool(settings.admin_token) and secrets.compare_digest(
+        token.encode(), settings.admin_token.encode()
+    )
 
 
 def _values(headers, name: str) -> list[str]:
@@ -113,8 +120,12 @@ def identify(settings: Settings, peer: str | None, headers, cookies) -> User | N
 
 def current_user(request: Request) -> User | None:
     """Request dependency: the signed-in user or None. The peer is the socket's address."""
-    return identify(request.app.state.settings, request.client.host if request.client else None,
-                    request.headers, request.cookies)
+    return identify(
+        request.app.state.settings,
+        request.client.host if request.client else None,
+        request.headers,
+        request.cookies,
+    )
 
 
 def wants_page(request: Request) -> bool:
@@ -133,11 +144,18 @@ def require_curator(request: Request) -> User:
     settings = request.app.state.settings
     if user is None:
         if wants_page(request):
-            raise HTTPException(303, "sign in first", headers={"Location": _sign_in_redirect(request).headers["location"]})
-        raise HTTPException(401, "sign in as a curator (through the team's proxy, or with the admin token)",
-                            headers={"WWW-Authenticate": "Bearer"})
+            raise HTTPException(
+                303, "sign in first", headers={"Location": _sign_in_redirect(request).headers["location"]}
+            )
+        raise HTTPException(
+            401,
+            "sign in as a curator (through the team's proxy, or with the admin token)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
     if not user.curator(settings):
-        raise HTTPException(403, f"{user.name} is not a curator (curator groups: {settings.curator_groups or 'none'})")
+        raise HTTPException(
+            403, f"{user.name} is not a curator (curator groups: {settings.curator_groups or 'none'})"
+        )
     return user
 
 
@@ -154,10 +172,15 @@ def reproduce_denied(request: Request) -> Response | None:
         if wants_page(request):
             slug_page = request.url.path.removesuffix("/reproduce")
             return RedirectResponse(f"/sign-in?next={quote(slug_page, safe='')}", status_code=303)
-        return JSONResponse({"detail": "Reproduce needs a signed-in user"}, status_code=401,
-                            headers={"WWW-Authenticate": "Bearer"})
-    return JSONResponse({"detail": f"{user.name} may not Reproduce (groups allowed: {settings.reproduce_groups})"},
-                        status_code=403)
+        return JSONResponse(
+            {"detail": "Reproduce needs a signed-in user"},
+            status_code=401,
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return JSONResponse(
+        {"detail": f"{user.name} may not Reproduce (groups allowed: {settings.reproduce_groups})"},
+        status_code=403,
+    )
 
 
 class ReadGate:
@@ -169,12 +192,21 @@ class ReadGate:
         self.settings = settings
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.settings.read_requires_sign_in or scope["path"].startswith(OPEN_PATHS):
+        if (
+            scope["type"] != "http"
+            or not self.settings.read_requires_sign_in
+            or scope["path"].startswith(OPEN_PATHS)
+        ):
             return await self.app(scope, receive, send)
         request = Request(scope)
         if current_user(request) is None:
-            response = (_sign_in_redirect(request) if wants_page(request) else
-                        JSONResponse({"detail": "sign in first"}, status_code=401, headers={"WWW-Authenticate": "Bearer"}))
+            response = (
+                _sign_in_redirect(request)
+                if wants_page(request)
+                else JSONResponse(
+                    {"detail": "sign in first"}, status_code=401, headers={"WWW-Authenticate": "Bearer"}
+                )
+            )
             return await response(scope, receive, send)
         await self.app(scope, receive, send)
 
@@ -183,5 +215,8 @@ def template_user(request: Request) -> dict[str, Any]:
     """Jinja context processor: the signed-in user (or None) and whether they curate."""
     user = current_user(request)
     settings = request.app.state.settings
-    return {"user": user.name if user else None, "curator": bool(user and user.curator(settings)),
-            "sign_in_offered": bool(settings.admin_token or settings.trusted_proxies)}
+    return {
+        "user": user.name if user else None,
+        "curator": bool(user and user.curator(settings)),
+        "sign_in_offered": bool(settings.admin_token or settings.trusted_proxies),
+    }

@@ -33,18 +33,34 @@ class FeedbackError(ValueError):
         self.status = status
 
 
-def give(session: Session, *, slug: str, verdict: Verdict, paste: str = "", comment: str = "",
-         used: str | None = None, user: str | None = None) -> Feedback:
+def give(
+    session: Session,
+    *,
+    slug: str,
+    verdict: Verdict,
+    paste: str = "",
+    comment: str = "",
+    used: str | None = None,
+    user: str | None = None,
+) -> Feedback:
     """Store one piece of feedback (and who gave it)."""
     if session.get(Entry, slug) is None:
         raise FeedbackError(f"no entry {slug!r}", 404)
     used = (used or "").strip() or None
     if used is not None and session.get(Entry, used) is None:
         raise FeedbackError(f"no entry {used!r} (the entry you ended up using)")
-    fb = Feedback(entry_slug=slug, verdict=verdict, lines="\n".join(error_lines(paste)) if paste.strip() else "",
-                  comment=comment.strip()[:MAX_COMMENT], used_slug=used if verdict == "wrong" else None, user=user)
+    fb = Feedback(
+        entry_slug=slug,
+        verdict=verdict,
+        lines="\n".join(error_lines(paste)) if paste.strip() else "",
+        comment=comment.strip()[:MAX_COMMENT],
+        used_slug=used if verdict == "wrong" else None,
+        user=user,
+    )
     session.add(fb)
-    audit.log(session, user, f"feedback: {verdict}", slug, f"used {used}" if used and verdict == "wrong" else "")
+    audit.log(
+        session, user, f"feedback: {verdict}", slug, f"used {used}" if used and verdict == "wrong" else ""
+    )
     session.commit()
     session.refresh(fb)
     return fb
@@ -52,30 +68,48 @@ def give(session: Session, *, slug: str, verdict: Verdict, paste: str = "", comm
 
 def counts(session: Session) -> list[dict[str, Any]]:
     """Per entry: how often it solved it and how often it was the wrong entry, most reported first."""
-    rows = session.exec(select(Feedback.entry_slug, Feedback.verdict, func.count())
-                        .group_by(Feedback.entry_slug, Feedback.verdict)).all()
+    rows = session.exec(
+        select(Feedback.entry_slug, Feedback.verdict, func.count()).group_by(
+            Feedback.entry_slug, Feedback.verdict
+        )
+    ).all()
     per: dict[str, dict[str, Any]] = {}
     for slug, verdict, n in rows:
         per.setdefault(slug, {"slug": slug, "solved": 0, "wrong": 0})[verdict] = n
-    titles = dict(session.exec(select(Entry.slug, Entry.title).where(col(Entry.slug).in_(list(per)))).all()) if per else {}
+    titles = (
+        dict(session.exec(select(Entry.slug, Entry.title).where(col(Entry.slug).in_(list(per)))).all())
+        if per
+        else {}
+    )
     out = [d | {"title": titles.get(d["slug"], d["slug"])} for d in per.values()]
     return sorted(out, key=lambda d: (-d["wrong"] - d["solved"], d["slug"]))
 
 
 def misrouted(session: Session, limit: int | None = None) -> list[Feedback]:
     """'Wrong entry' reports that carry the search's error lines, newest first."""
-    query = (select(Feedback).where(Feedback.verdict == "wrong", Feedback.lines != "")
-             .order_by(col(Feedback.created_at).desc(), col(Feedback.id).desc()))
+    query = (
+        select(Feedback)
+        .where(Feedback.verdict == "wrong", Feedback.lines != "")
+        .order_by(col(Feedback.created_at).desc(), col(Feedback.id).desc())
+    )
     return list(session.exec(query.limit(limit) if limit else query).all())
 
 
 def case(fb: Feedback) -> dict[str, Any]:
     """One evaluation case (eval/README.md): `ok` is the entry the user ended up using, or empty
     (the right answer is to abstain) when they named none; `wrong` is the entry search gave."""
-    return {"id": f"feedback-{fb.id}", "text": fb.lines, "source": f"feedback #{fb.id}" + (f" by {fb.user}" if fb.user else ""),
-            "ok": [fb.used_slug] if fb.used_slug else [],
-            "wanted": None if fb.used_slug else (fb.comment or "reported as the wrong entry; no right entry named"),
-            "wrong": fb.entry_slug, "notes": fb.comment, "created_at": fb.created_at.isoformat()}
+    return {
+        "id": f"feedback-{fb.id}",
+        "text": fb.lines,
+        "source": f"feedback #{fb.id}" + (f" by {fb.user}" if fb.user else ""),
+        "ok": [fb.used_slug] if fb.used_slug else [],
+        "wanted": None
+        if fb.used_slug
+        else (fb.comment or "reported as the wrong entry; no right entry named"),
+        "wrong": fb.entry_slug,
+        "notes": fb.comment,
+        "created_at": fb.created_at.isoformat(),
+    }
 
 
 def export(session: Session, path: Path) -> int:
@@ -89,5 +123,13 @@ def export(session: Session, path: Path) -> int:
 
 
 def public(fb: Feedback) -> dict[str, Any]:
-    return {"id": fb.id, "entry": fb.entry_slug, "verdict": fb.verdict, "lines": fb.lines.split("\n") if fb.lines else [],
-            "comment": fb.comment, "used": fb.used_slug, "user": fb.user, "created_at": fb.created_at.isoformat()}
+    return {
+        "id": fb.id,
+        "entry": fb.entry_slug,
+        "verdict": fb.verdict,
+        "lines": fb.lines.split("\n") if fb.lines else [],
+        "comment": fb.comment,
+        "used": fb.used_slug,
+        "user": fb.user,
+        "created_at": fb.created_at.isoformat(),
+    }

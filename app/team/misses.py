@@ -71,16 +71,24 @@ def _being_typed(conn, template: str, now) -> tuple[int, str] | None:
     """A one-off miss of the last TYPING_S seconds whose template this one extends or shortens:
     the live search asks as the user types, and "RuntimeError: CUDA err" is not a miss of its own."""
     t = MissedSearch.__table__
-    recent = conn.execute(select(t.c.id, t.c.template).where(
-        t.c.count == 1, t.c.last_seen >= now - timedelta(seconds=TYPING_S))).all()
+    recent = conn.execute(
+        select(t.c.id, t.c.template).where(t.c.count == 1, t.c.last_seen >= now - timedelta(seconds=TYPING_S))
+    ).all()
     for id_, other in recent:
         if other != template and (template.startswith(other) or other.startswith(template)):
             return id_, other
     return None
 
 
-def record(engine: Engine, settings: Settings, paste: str, *, confident: bool, best: str | None = None,
-           lines: list[str] | None = None) -> bool:
+def record(
+    engine: Engine,
+    settings: Settings,
+    paste: str,
+    *,
+    confident: bool,
+    best: str | None = None,
+    lines: list[str] | None = None,
+) -> bool:
     """Count a search that ended without a confident match; True when something was stored.
 
     Keyed on the template by an upsert, so concurrent misses of one error count right. The live
@@ -100,16 +108,28 @@ def record(engine: Engine, settings: Settings, paste: str, *, confident: bool, b
             if other.startswith(template):  # a shorter form of a miss just recorded (a deletion)
                 return True
             if conn.execute(select(t.c.id).where(t.c.template == template)).first() is None:
-                conn.execute(update(t).where(t.c.id == id_).values(template=template, example=example,
-                                                                   last_seen=now, best_slug=best))
+                conn.execute(
+                    update(t)
+                    .where(t.c.id == id_)
+                    .values(template=template, example=example, last_seen=now, best_slug=best)
+                )
                 return True
             conn.execute(delete(t).where(t.c.id == id_))  # the longer form exists already: count it there
-        stmt = _upsert(engine)(t).values(template=template, example=example, count=1, first_seen=now,
-                                         last_seen=now, best_slug=best)
+        stmt = _upsert(engine)(t).values(
+            template=template, example=example, count=1, first_seen=now, last_seen=now, best_slug=best
+        )
         repeat = t.c.last_seen >= now - timedelta(seconds=REPEAT_S)
-        conn.execute(stmt.on_conflict_do_update(index_elements=[t.c.template], set_={
-            "count": case((repeat, t.c.count), else_=t.c.count + 1), "last_seen": now, "example": example,
-            "best_slug": best}))
+        conn.execute(
+            stmt.on_conflict_do_update(
+                index_elements=[t.c.template],
+                set_={
+                    "count": case((repeat, t.c.count), else_=t.c.count + 1),
+                    "last_seen": now,
+                    "example": example,
+                    "best_slug": best,
+                },
+            )
+        )
     return True
 
 
@@ -121,8 +141,14 @@ def on_search(request, paste: str, result: dict[str, Any]) -> str:
     state = request.app.state
     hits = result.get("results", result.get("hits")) or []
     try:
-        record(state.engine, state.settings, paste, confident=bool(result.get("confident")),
-               best=hits[0]["slug"] if hits else None, lines=lines)
+        record(
+            state.engine,
+            state.settings,
+            paste,
+            confident=bool(result.get("confident")),
+            best=hits[0]["slug"] if hits else None,
+            lines=lines,
+        )
     except Exception:  # noqa: BLE001
         log.exception("recording a missed search failed")
     return "\n".join(lines)
@@ -139,13 +165,24 @@ def prune(session: Session, settings: Settings) -> int:
 def listing(session: Session, settings: Settings, *, limit: int = 200) -> list[MissedSearch]:
     """Misses, most frequent first (then most recent), after pruning the expired ones."""
     prune(session, settings)
-    query = select(MissedSearch).order_by(col(MissedSearch.count).desc(), col(MissedSearch.last_seen).desc()).limit(limit)
+    query = (
+        select(MissedSearch)
+        .order_by(col(MissedSearch.count).desc(), col(MissedSearch.last_seen).desc())
+        .limit(limit)
+    )
     return list(session.scalars(query).all())
 
 
 def public(m: MissedSearch) -> dict[str, Any]:
-    return {"id": m.id, "template": m.template, "example": m.example, "count": m.count,
-            "first_seen": m.first_seen.isoformat(), "last_seen": m.last_seen.isoformat(),
-            "best_slug": m.best_slug, "draft_path": m.draft_path, "drafted_by": m.drafted_by,
-            "drafted_at": m.drafted_at.isoformat() if m.drafted_at else None}
-
+    return {
+        "id": m.id,
+        "template": m.template,
+        "example": m.example,
+        "count": m.count,
+        "first_seen": m.first_seen.isoformat(),
+        "last_seen": m.last_seen.isoformat(),
+        "best_slug": m.best_slug,
+        "draft_path": m.draft_path,
+        "drafted_by": m.drafted_by,
+        "drafted_at": m.drafted_at.isoformat() if m.drafted_at else None,
+    }

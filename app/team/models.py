@@ -28,7 +28,7 @@ class MissedSearch(SQLModel, table=True):
 
 
 class Feedback(SQLModel, table=True):
-    """"This solved it" or "wrong entry for my error" on an entry, from a search result or its page."""
+    """ "This solved it" or "wrong entry for my error" on an entry, from a search result or its page."""
 
     __table_args__ = (Index("ix_feedback_entry_verdict", "entry_slug", "verdict"),)
 

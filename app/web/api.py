@@ -29,7 +29,9 @@ class SearchHit(BaseModel):
     slug: str
     title: str
     category: str
-    score: float = Field(description="0-1; signature matches at or above the confidence threshold are confident.")
+    score: float = Field(
+        description="0-1; signature matches at or above the confidence threshold are confident."
+    )
     matched: str = Field(description="The signature (or free-text words) that matched.")
     line: str = Field("", description="The line of the paste that matched.")
     kind: str = Field("signature", description="signature | text")
@@ -88,7 +90,9 @@ class OutcomeOut(BaseModel):
     device: str | None = Field(None, description='"cpu", or the GPU\'s name ("NVIDIA H100 80GB HBM3").')
     torch_version: str | None = None
     expected: bool | None = Field(None, description="It did what the entry says it should.")
-    reason: str | None = Field(None, description="Why it was skipped or crashed, or how it missed the expectation.")
+    reason: str | None = Field(
+        None, description="Why it was skipped or crashed, or how it missed the expectation."
+    )
 
 
 class RunOut(BaseModel):
@@ -97,7 +101,9 @@ class RunOut(BaseModel):
     id: int
     entry: str = Field(description="The entry's slug.")
     state: Literal["queued", "running", "done"]
-    results: dict[Literal["broken", "fixed"], OutcomeOut] = Field(description="One outcome per snippet, as each finishes.")
+    results: dict[Literal["broken", "fixed"], OutcomeOut] = Field(
+        description="One outcome per snippet, as each finishes."
+    )
     worker: str | None = Field(None, description="The worker that ran it.")
     attempts: int = Field(0, description="Times it was leased (a worker that dies mid-run gives it back).")
     interrupted: bool = Field(False, description="The server restarted while it ran.")
@@ -112,8 +118,13 @@ QUEUE_ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 def entry_out(e: Entry) -> dict[str, Any]:
-    return {"slug": e.slug, "title": e.title, "category": e.category, "summary": e.summary,
-            "requires": Requires(**e.data.get("requires", {})).model_dump()}
+    return {
+        "slug": e.slug,
+        "title": e.title,
+        "category": e.category,
+        "summary": e.summary,
+        "requires": Requires(**e.data.get("requires", {})).model_dump(),
+    }
 
 
 def _search(searcher, q: str, request: Request) -> dict[str, Any]:
@@ -127,8 +138,11 @@ def _search(searcher, q: str, request: Request) -> dict[str, Any]:
 
 
 @router.get("/api/search", response_model=SearchOut, tags=["search"])
-def search_get(q: Annotated[str, Query(description="Error text; use POST for long tracebacks.")],
-               searcher: SearcherDep, request: Request) -> dict[str, Any]:
+def search_get(
+    q: Annotated[str, Query(description="Error text; use POST for long tracebacks.")],
+    searcher: SearcherDep,
+    request: Request,
+) -> dict[str, Any]:
     """Find the entries that explain an error message."""
     return _search(searcher, q, request)
 
@@ -168,15 +182,31 @@ def entry_detail(slug: str, session: SessionDep) -> dict[str, Any]:
     """One entry in full, with its latest recorded outcomes."""
     e = get_entry(session, slug)
     d = e.data
-    latest = {part: r.outcome | {"recorded_at": r.recorded_at.isoformat()}
-              for part, r in runs.latest_results(session=session, entry=e).items()}
-    return {**entry_out(e), "cause": e.cause, "fix": e.fix, "signatures": d.get("signatures", []),
-            "tags": d.get("tags", []), "torch": d.get("torch", ""), "sources": d.get("sources", []),
-            "seeds": d.get("seeds", []), "snippets": runs.entry_snippets(e), "latest": latest}
+    latest = {
+        part: r.outcome | {"recorded_at": r.recorded_at.isoformat()}
+        for part, r in runs.latest_results(session=session, entry=e).items()
+    }
+    return {
+        **entry_out(e),
+        "cause": e.cause,
+        "fix": e.fix,
+        "signatures": d.get("signatures", []),
+        "tags": d.get("tags", []),
+        "torch": d.get("torch", ""),
+        "sources": d.get("sources", []),
+        "seeds": d.get("seeds", []),
+        "snippets": runs.entry_snippets(e),
+        "latest": latest,
+    }
 
 
-@router.post("/api/entries/{slug}/reproduce", status_code=202, response_model=RunOut, responses=QUEUE_ERRORS,
-             tags=["runs"])
+@router.post(
+    "/api/entries/{slug}/reproduce",
+    status_code=202,
+    response_model=RunOut,
+    responses=QUEUE_ERRORS,
+    tags=["runs"],
+)
 def reproduce(slug: str, request: Request, session: SessionDep) -> Any:
     """Queue a run of the entry's broken and fixed snippets."""
     if (denied := auth.reproduce_denied(request)) is not None:  # sign-in for Reproduce, when set
@@ -201,8 +231,20 @@ def healthz(session: SessionDep) -> dict[str, Any]:
     """Liveness, the number of entries, the queue, and the workers seen."""
     n = session.exec(select(func.count()).select_from(Entry)).one()
     states = dict(session.exec(select(Run.state, func.count()).group_by(Run.state)).all())
-    workers = [{"id": w.id, "device": w.device, "torch_version": w.torch_version, "gpus": w.gpus,
-                "hostname": w.hostname, "last_seen": w.last_seen.isoformat()}
-               for w in session.exec(select(Worker).order_by(col(Worker.last_seen).desc())).all()]
-    return {"status": "ok", "entries": n, "queue": {"queued": states.get("queued", 0),
-            "running": states.get("running", 0)}, "workers": workers}
+    workers = [
+        {
+            "id": w.id,
+            "device": w.device,
+            "torch_version": w.torch_version,
+            "gpus": w.gpus,
+            "hostname": w.hostname,
+            "last_seen": w.last_seen.isoformat(),
+        }
+        for w in session.exec(select(Worker).order_by(col(Worker.last_seen).desc())).all()
+    ]
+    return {
+        "status": "ok",
+        "entries": n,
+        "queue": {"queued": states.get("queued", 0), "running": states.get("running", 0)},
+        "workers": workers,
+    }

@@ -30,7 +30,9 @@ def require_worker(request: Request, authorization: Annotated[str | None, Header
     """Workers send `Authorization: Bearer <token>`: the configured token, or the local workers' one."""
     scheme, _, token = (authorization or "").partition(" ")
     valid = [t for t in (request.app.state.settings.worker_token, request.app.state.local_token) if t]
-    if scheme.lower() != "bearer" or not any(secrets.compare_digest(token.encode(), t.encode()) for t in valid):
+    if scheme.lower() != "bearer" or not any(
+        secrets.compare_digest(token.encode(), t.encode()) for t in valid
+    ):
         raise HTTPException(401, "missing or wrong worker token", headers={"WWW-Authenticate": "Bearer"})
 
 

@@ -23,8 +23,10 @@ DOCS = ("/docs", "/redoc")
 
 def content_security_policy(script_hosts: str = "", *, docs: bool = False) -> str:
     inline = " 'unsafe-inline'" if docs else ""
-    return (f"default-src 'self'; script-src 'self'{inline}{script_hosts}; style-src 'self'{inline}; "
-            "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+    return (
+        f"default-src 'self'; script-src 'self'{inline}{script_hosts}; style-src 'self'{inline}; "
+        "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    )
 
 
 class Guard:
@@ -43,8 +45,12 @@ class Guard:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 csp = self.csp_docs if path.startswith(DOCS) else self.csp
-                extra = [(b"content-security-policy", csp.encode()), (b"x-content-type-options", b"nosniff"),
-                         (b"x-frame-options", b"DENY"), (b"referrer-policy", b"same-origin")]
+                extra = [
+                    (b"content-security-policy", csp.encode()),
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"x-frame-options", b"DENY"),
+                    (b"referrer-policy", b"same-origin"),
+                ]
                 message["headers"] = list(message.get("headers", [])) + extra
             await send(message)
 
@@ -53,7 +59,9 @@ class Guard:
                 return await refuse(send_with_headers, 403, problem)
             declared = headers.get("content-length")
             if declared is not None and (not declared.isdigit() or int(declared) > self.max_body):
-                return await refuse(send_with_headers, 413, f"the request body is larger than {self.max_body} bytes")
+                return await refuse(
+                    send_with_headers, 413, f"the request body is larger than {self.max_body} bytes"
+                )
             if declared is None:  # chunked: read at most the cap, then hand the app what was read
                 body, more = b"", True
                 while more:
@@ -63,8 +71,9 @@ class Guard:
                     body += message.get("body", b"")
                     more = message.get("more_body", False)
                     if len(body) > self.max_body:
-                        return await refuse(send_with_headers, 413,
-                                            f"the request body is larger than {self.max_body} bytes")
+                        return await refuse(
+                            send_with_headers, 413, f"the request body is larger than {self.max_body} bytes"
+                        )
                 receive = replay(body, receive)
         await self.app(scope, receive, send_with_headers)
 
@@ -98,6 +107,11 @@ def replay(body: bytes, receive: Receive) -> Receive:
 
 async def refuse(send: Send, status: int, detail: str) -> None:
     body = json.dumps({"detail": detail}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

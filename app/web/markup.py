@@ -78,8 +78,10 @@ def diff_snippets(broken: str, fixed: str) -> tuple[list[tuple[Markup, bool]], l
     if len(changed_a) > MARK_SHARE * len(a) or len(changed_b) > MARK_SHARE * len(b):
         changed_a, changed_b = set(), set()  # two different programs: a mark on every line says nothing
     hl_a, hl_b = code_lines(broken), code_lines(fixed) if fixed else []
-    return ([(line, i in changed_a) for i, line in enumerate(hl_a)],
-            [(line, i in changed_b) for i, line in enumerate(hl_b)])
+    return (
+        [(line, i in changed_a) for i, line in enumerate(hl_a)],
+        [(line, i in changed_b) for i, line in enumerate(hl_b)],
+    )
 
 
 _SEGMENTS = re.compile(r"([A-Za-z0-9_]+)")

@@ -26,22 +26,34 @@ RECENT = 6
 def categories(session: Session) -> list[dict[str, Any]]:
     """The nine categories with their entry counts, in the fixed order."""
     counts = dict(session.exec(select(Entry.category, func.count()).group_by(Entry.category)).all())
-    return [{"name": name, "title": title, "description": desc, "count": counts.get(name, 0)}
-            for name, (title, desc) in CATEGORIES.items()]
+    return [
+        {"name": name, "title": title, "description": desc, "count": counts.get(name, 0)}
+        for name, (title, desc) in CATEGORIES.items()
+    ]
 
 
 def recently_reproduced(session: Session, limit: int = RECENT) -> list[dict[str, Any]]:
     """Entries with the newest stored outcomes, newest first."""
     newest = func.max(Result.recorded_at)
-    rows = session.exec(select(Result.entry_slug, newest).group_by(Result.entry_slug)
-                        .order_by(newest.desc()).limit(limit * 2)).all()
-    entries = {e.slug: e for e in session.exec(select(Entry).where(col(Entry.slug).in_([r[0] for r in rows]))).all()}
+    rows = session.exec(
+        select(Result.entry_slug, newest).group_by(Result.entry_slug).order_by(newest.desc()).limit(limit * 2)
+    ).all()
+    entries = {
+        e.slug: e for e in session.exec(select(Entry).where(col(Entry.slug).in_([r[0] for r in rows]))).all()
+    }
     out = []
     for slug, at in rows:
         if slug in entries:
             e = entries[slug]
-            out.append({"slug": slug, "title": e.title, "category": e.category, "when": markup.when(at),
-                        "iso": markup.iso(at)})
+            out.append(
+                {
+                    "slug": slug,
+                    "title": e.title,
+                    "category": e.category,
+                    "when": markup.when(at),
+                    "iso": markup.iso(at),
+                }
+            )
     return out[:limit]
 
 
@@ -71,9 +83,15 @@ def category(session: Session, name: str) -> dict[str, Any] | None:
     title, description = CATEGORIES[name]
     items = []
     for e in session.exec(select(Entry).where(Entry.category == name).order_by(Entry.title)).all():
-        items.append({"slug": e.slug, "title": e.title, "summary": markup.markdown_inline(e.summary),
-                      "needs": needs(e.data.get("requires", {})),
-                      "badge": badge(e, runs.latest_results(session=session, entry=e))})
+        items.append(
+            {
+                "slug": e.slug,
+                "title": e.title,
+                "summary": markup.markdown_inline(e.summary),
+                "needs": needs(e.data.get("requires", {})),
+                "badge": badge(e, runs.latest_results(session=session, entry=e)),
+            }
+        )
     return {"name": name, "title": title, "description": description, "entries": items}
 
 
@@ -99,16 +117,32 @@ def search(searcher: Searcher, q: str) -> dict[str, Any]:
     hits = []
     for h in result.results:
         matched = markup.mark_shared(h.matched, h.line) if h.kind == "signature" else h.matched
-        hits.append({"slug": h.slug, "title": h.title, "category": h.category,
-                     "category_title": CATEGORIES.get(h.category, (h.category,))[0], "score": h.score,
-                     "kind": h.kind, "matched": matched, "line": h.line})
+        hits.append(
+            {
+                "slug": h.slug,
+                "title": h.title,
+                "category": h.category,
+                "category_title": CATEGORIES.get(h.category, (h.category,))[0],
+                "score": h.score,
+                "kind": h.kind,
+                "matched": matched,
+                "line": h.line,
+            }
+        )
     closest: dict[str, float] = defaultdict(float)
     for h in result.results:
         closest[h.category] += h.score
-    return {"q": q, "confident": result.confident, "hits": hits, "lines": result.lines,
-            "ignored": markup.ignored_summary(result.ignored),
-            "closest": [{"name": c, "title": CATEGORIES.get(c, (c,))[0]}
-                        for c in sorted(closest, key=lambda c: -closest[c])[:3]]}
+    return {
+        "q": q,
+        "confident": result.confident,
+        "hits": hits,
+        "lines": result.lines,
+        "ignored": markup.ignored_summary(result.ignored),
+        "closest": [
+            {"name": c, "title": CATEGORIES.get(c, (c,))[0]}
+            for c in sorted(closest, key=lambda c: -closest[c])[:3]
+        ],
+    }
 
 
 # -- entries and runs ------------------------------------------------------------------------------
@@ -137,11 +171,18 @@ def entry(session: Session, e: Entry) -> dict[str, Any]:
     left, right = markup.diff_snippets(broken["code"], fixed["code"] if fixed else "")
     requires = d.get("requires", {})
     return {
-        "slug": e.slug, "title": e.title, "category": e.category,
+        "slug": e.slug,
+        "title": e.title,
+        "category": e.category,
         "category_title": CATEGORIES.get(e.category, (e.category,))[0],
-        "summary": markup.markdown(e.summary), "cause": markup.markdown(e.cause), "fix": markup.markdown(e.fix),
-        "signatures": d.get("signatures", []), "tags": d.get("tags", []), "torch": d.get("torch", ""),
-        "sources": d.get("sources", []), "needs": needs(requires),
+        "summary": markup.markdown(e.summary),
+        "cause": markup.markdown(e.cause),
+        "fix": markup.markdown(e.fix),
+        "signatures": d.get("signatures", []),
+        "tags": d.get("tags", []),
+        "torch": d.get("torch", ""),
+        "sources": d.get("sources", []),
+        "needs": needs(requires),
         "fresh_process": bool(requires.get("fresh_process")),
         "reproducible": requires.get("reproducible", True),
         "broken": {"lines": left, "expect": _expect_text(broken.get("expect"))},
@@ -152,20 +193,35 @@ def entry(session: Session, e: Entry) -> dict[str, Any]:
 
 def outcome(part: str, o: dict[str, Any], at) -> dict[str, Any]:
     """One snippet's outcome, every optional field defaulted, for the outcome card."""
-    return {"part": part, "outcome": o.get("outcome") or "unknown", "exc_type": o.get("exc_type") or "",
-            "message": o.get("message") or "", "traceback": o.get("traceback") or "",
-            "warnings": o.get("warnings") or [], "stdout": o.get("stdout") or "", "stderr": o.get("stderr") or "",
-            "truncated": bool(o.get("truncated")), "duration": markup.duration(o.get("duration_ms")),
-            "device": o.get("device") or "", "torch_version": o.get("torch_version") or "",
-            "expected": o.get("expected"), "reason": o.get("reason") or "",
-            "when": markup.when(at), "iso": markup.iso(at)}
+    return {
+        "part": part,
+        "outcome": o.get("outcome") or "unknown",
+        "exc_type": o.get("exc_type") or "",
+        "message": o.get("message") or "",
+        "traceback": o.get("traceback") or "",
+        "warnings": o.get("warnings") or [],
+        "stdout": o.get("stdout") or "",
+        "stderr": o.get("stderr") or "",
+        "truncated": bool(o.get("truncated")),
+        "duration": markup.duration(o.get("duration_ms")),
+        "device": o.get("device") or "",
+        "torch_version": o.get("torch_version") or "",
+        "expected": o.get("expected"),
+        "reason": o.get("reason") or "",
+        "when": markup.when(at),
+        "iso": markup.iso(at),
+    }
 
 
 def _workers_connected(session: Session, *, gpus: int = 0) -> bool:
     """Whether a worker (with at least `gpus` GPUs) checked in lately."""
     fresh = utcnow() - timedelta(seconds=WORKER_FRESH_S)
-    return session.exec(select(func.count()).select_from(Worker)
-                        .where(Worker.last_seen > fresh, Worker.gpus >= gpus)).one() > 0
+    return (
+        session.exec(
+            select(func.count()).select_from(Worker).where(Worker.last_seen > fresh, Worker.gpus >= gpus)
+        ).one()
+        > 0
+    )
 
 
 def _gpus_needed(e: Entry) -> int:
@@ -173,10 +229,21 @@ def _gpus_needed(e: Entry) -> int:
     return max(int(requires.get("gpus") or 0), 1 if requires.get("cuda") else 0)
 
 
-def panel(session: Session, *, slug: str, e: Entry | None, run: Run | None = None, message: str = "") -> dict[str, Any]:
+def panel(
+    session: Session, *, slug: str, e: Entry | None, run: Run | None = None, message: str = ""
+) -> dict[str, Any]:
     """The outcomes panel: a run's state and results, or the latest stored outcomes of the entry."""
-    out = {"slug": slug, "can_run": e is not None, "run": None, "polling": False, "outcomes": [],
-           "source": "none", "message": message, "needs_gpus": 0, "gpu_missing": False}
+    out = {
+        "slug": slug,
+        "can_run": e is not None,
+        "run": None,
+        "polling": False,
+        "outcomes": [],
+        "source": "none",
+        "message": message,
+        "needs_gpus": 0,
+        "gpu_missing": False,
+    }
     if e is not None and (needed := _gpus_needed(e)):
         # say so before the click: on a server without such a worker, the run would only be skipped
         out["needs_gpus"] = needed
@@ -185,22 +252,29 @@ def panel(session: Session, *, slug: str, e: Entry | None, run: Run | None = Non
         pending = run.state != "done"
         ahead = 0
         if run.state == "queued":
-            ahead = session.exec(select(func.count()).select_from(Run)
-                                 .where(Run.state == "queued", col(Run.id) < run.id)).one()
-        out["run"] = {"id": run.id, "state": run.state, "ahead": ahead,
-                      "interrupted": bool(run.job.get("interrupted")),
-                      "no_workers": pending and not _workers_connected(session),
-                      "when": markup.when(run.finished_at or run.created_at)}
+            ahead = session.exec(
+                select(func.count()).select_from(Run).where(Run.state == "queued", col(Run.id) < run.id)
+            ).one()
+        out["run"] = {
+            "id": run.id,
+            "state": run.state,
+            "ahead": ahead,
+            "interrupted": bool(run.job.get("interrupted")),
+            "no_workers": pending and not _workers_connected(session),
+            "when": markup.when(run.finished_at or run.created_at),
+        }
         out["polling"] = pending
         if not pending:
             out["source"] = "run"
-            out["outcomes"] = [outcome(p, run.results[p], run.finished_at) for p in runs.PARTS
-                               if p in run.results]
+            out["outcomes"] = [
+                outcome(p, run.results[p], run.finished_at) for p in runs.PARTS if p in run.results
+            ]
             return out
     if e is not None:
         latest = runs.latest_results(session=session, entry=e)
         if latest:
             out["source"] = "stored"
-            out["outcomes"] = [outcome(p, latest[p].outcome, latest[p].recorded_at) for p in runs.PARTS
-                               if p in latest]
+            out["outcomes"] = [
+                outcome(p, latest[p].outcome, latest[p].recorded_at) for p in runs.PARTS if p in latest
+            ]
     return out

@@ -51,8 +51,9 @@ def search_get(request: Request, searcher: SearcherDep, session: SessionDep, q: 
 
 
 @router.post("/search", response_class=HTMLResponse)
-def search_post(request: Request, searcher: SearcherDep, session: SessionDep,
-                q: Annotated[str, Form()] = "") -> HTMLResponse:
+def search_post(
+    request: Request, searcher: SearcherDep, session: SessionDep, q: Annotated[str, Form()] = ""
+) -> HTMLResponse:
     """The same, for long pastes sent as a form body (the live search posts here)."""
     return _search(request, searcher, session, q)
 
@@ -67,8 +68,12 @@ def category(name: str, request: Request, session: SessionDep) -> HTMLResponse:
 
 
 @router.get("/e/{slug}", response_class=HTMLResponse)
-def entry(slug: str, request: Request, session: SessionDep,
-          run: Annotated[int | None, Query(description="A run of this entry to show")] = None) -> HTMLResponse:
+def entry(
+    slug: str,
+    request: Request,
+    session: SessionDep,
+    run: Annotated[int | None, Query(description="A run of this entry to show")] = None,
+) -> HTMLResponse:
     """An entry: the error, the fix, both snippets side by side, outcomes and Reproduce."""
     e = session.get(Entry, slug)
     if e is None:
@@ -79,9 +84,16 @@ def entry(slug: str, request: Request, session: SessionDep,
     # Without JavaScript the page refreshes itself while the run is pending. A refresh to the same
     # URL with a #fragment is only a scroll (a fragment navigation), so alternate between two URLs.
     again = f"/e/{slug}?run={run}{'' if 'wait' in request.query_params else '&wait=1'}#reproduce"
-    return render(request, "entry", {"entry": page_data.entry(session, e), "refresh_url": again,
-                                     "panel": page_data.panel(session, slug=slug, e=e, run=shown),
-                                     "team": team.entry_extras(session, slug)})
+    return render(
+        request,
+        "entry",
+        {
+            "entry": page_data.entry(session, e),
+            "refresh_url": again,
+            "panel": page_data.panel(session, slug=slug, e=e, run=shown),
+            "team": team.entry_extras(session, slug),
+        },
+    )
 
 
 @router.post("/e/{slug}/reproduce", response_class=HTMLResponse)
@@ -98,8 +110,13 @@ def reproduce(slug: str, request: Request, session: SessionDep) -> Response:
         context = {"panel": page_data.panel(session, slug=slug, e=e, message=exc.message)}
         if not is_fragment(request):
             context |= {"entry": page_data.entry(session, e), "refresh_url": f"/e/{slug}"}
-        return render(request, "run" if is_fragment(request) else "entry", context, status_code=exc.status,
-                      headers=exc.headers)
+        return render(
+            request,
+            "run" if is_fragment(request) else "entry",
+            context,
+            status_code=exc.status,
+            headers=exc.headers,
+        )
     if not is_fragment(request):
         return RedirectResponse(f"/e/{slug}?run={run.id}#reproduce", status_code=303)
     return _run_panel(request, session, run, 202)
@@ -107,8 +124,10 @@ def reproduce(slug: str, request: Request, session: SessionDep) -> Response:
 
 def _run_panel(request: Request, session: Session, run: Run, status_code: int = 200) -> HTMLResponse:
     e = session.get(Entry, run.entry_slug)
-    context = {"panel": page_data.panel(session, slug=run.entry_slug, e=e, run=run),
-               "title": e.title if e else run.entry_slug}
+    context = {
+        "panel": page_data.panel(session, slug=run.entry_slug, e=e, run=run),
+        "title": e.title if e else run.entry_slug,
+    }
     if e is not None and run.state == "done" and is_fragment(request):
         context["oob_badge"] = page_data.badge(e, runs.latest_results(session=session, entry=e))
     return render(request, "run", context, status_code=status_code)

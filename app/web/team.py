@@ -29,7 +29,11 @@ def _page(request: Request, name: str, context: dict[str, Any], status_code: int
 
 def _safe_next(target: str | None) -> str:
     """Only a path on this site (never `//host` or a full URL) is a place to go back to."""
-    return target if target and target.startswith("/") and not target.startswith("//") and "\\" not in target else "/"
+    return (
+        target
+        if target and target.startswith("/") and not target.startswith("//") and "\\" not in target
+        else "/"
+    )
 
 
 # -- what other pages show ---------------------------------------------------------------------------
@@ -44,25 +48,53 @@ def entry_extras(session: Session, slug: str) -> dict[str, Any]:
 def sign_in_page(request: Request, user: MaybeUser, next: str = "/") -> HTMLResponse:
     """Who you are, and the admin-token form (teams behind a proxy sign in there)."""
     s = request.app.state.settings
-    return _page(request, "sign_in", {"next": _safe_next(next), "error": "", "signed_in": user.name if user else None,
-                                      "via": user.via if user else "", "token_enabled": bool(s.admin_token),
-                                      "proxy": bool(s.trusted_proxies)})
+    return _page(
+        request,
+        "sign_in",
+        {
+            "next": _safe_next(next),
+            "error": "",
+            "signed_in": user.name if user else None,
+            "via": user.via if user else "",
+            "token_enabled": bool(s.admin_token),
+            "proxy": bool(s.trusted_proxies),
+        },
+    )
 
 
 @router.post("/sign-in", response_class=HTMLResponse, include_in_schema=False)
-def sign_in(request: Request, session: SessionDep, token: Annotated[str, Form()] = "",
-            next: Annotated[str, Form()] = "/") -> Response:
+def sign_in(
+    request: Request,
+    session: SessionDep,
+    token: Annotated[str, Form()] = "",
+    next: Annotated[str, Form()] = "/",
+) -> Response:
     s = request.app.state.settings
     if not auth.token_ok(s, token):
-        return _page(request, "sign_in", {"next": _safe_next(next), "signed_in": None, "via": "",
-                                          "token_enabled": bool(s.admin_token),
-                                          "proxy": bool(s.trusted_proxies), "error": "That is not the admin token."},
-                     status_code=401)
+        return _page(
+            request,
+            "sign_in",
+            {
+                "next": _safe_next(next),
+                "signed_in": None,
+                "via": "",
+                "token_enabled": bool(s.admin_token),
+                "proxy": bool(s.trusted_proxies),
+                "error": "That is not the admin token.",
+            },
+            status_code=401,
+        )
     audit.log(session, auth.ADMIN, "signed in", "admin token", request.client.host if request.client else "")
     session.commit()
     response = RedirectResponse(_safe_next(next), status_code=303)
-    response.set_cookie(auth.COOKIE, auth.cookie_value(s.admin_token), max_age=30 * 86400, httponly=True,
-                        samesite="lax", secure=request.url.scheme == "https")
+    response.set_cookie(
+        auth.COOKIE,
+        auth.cookie_value(s.admin_token),
+        max_age=30 * 86400,
+        httponly=True,
+        samesite="lax",
+        secure=request.url.scheme == "https",
+    )
     return response
 
 
@@ -74,8 +106,18 @@ def sign_out() -> Response:
 
 
 # -- feedback ----------------------------------------------------------------------------------------
-def _feedback_form(request: Request, session: Session, *, choice: str, slug: str, verdict: str, lines: str,
-                   comment: str, used: str, user: auth.User | None) -> Response:
+def _feedback_form(
+    request: Request,
+    session: Session,
+    *,
+    choice: str,
+    slug: str,
+    verdict: str,
+    lines: str,
+    comment: str,
+    used: str,
+    user: auth.User | None,
+) -> Response:
     if choice:  # a search result's button: "slug:verdict"
         slug, _, verdict = choice.partition(":")
     if verdict not in ("solved", "wrong"):
@@ -84,36 +126,78 @@ def _feedback_form(request: Request, session: Session, *, choice: str, slug: str
     if e is None:
         raise HTTPException(404, f"no entry {slug!r}")
     if choice and verdict == "wrong":  # from a search: ask which entry helped (optional) before storing
-        return _page(request, "feedback_more", {"slug": slug, "title": e.title, "lines": lines,
-                                                "entries": _entry_choices(session)})
+        return _page(
+            request,
+            "feedback_more",
+            {"slug": slug, "title": e.title, "lines": lines, "entries": _entry_choices(session)},
+        )
     try:
-        feedback.give(session, slug=slug, verdict=verdict, paste=lines, comment=comment, used=used,
-                      user=user.name if user else None)
+        feedback.give(
+            session,
+            slug=slug,
+            verdict=verdict,
+            paste=lines,
+            comment=comment,
+            used=used,
+            user=user.name if user else None,
+        )
     except feedback.FeedbackError as exc:
-        return _page(request, "feedback_more", {"slug": slug, "title": e.title, "lines": lines, "error": str(exc),
-                                                "entries": _entry_choices(session)}, status_code=422)
+        return _page(
+            request,
+            "feedback_more",
+            {
+                "slug": slug,
+                "title": e.title,
+                "lines": lines,
+                "error": str(exc),
+                "entries": _entry_choices(session),
+            },
+            status_code=422,
+        )
     return _page(request, "feedback_thanks", {"slug": slug, "title": e.title, "verdict": verdict})
 
 
 def _entry_choices(session: Session) -> list[dict[str, Any]]:
-    return [{"slug": s, "title": t} for s, t in session.exec(select(Entry.slug, Entry.title).order_by(Entry.title)).all()]
+    return [
+        {"slug": s, "title": t}
+        for s, t in session.exec(select(Entry.slug, Entry.title).order_by(Entry.title)).all()
+    ]
 
 
 @router.post("/feedback", response_class=HTMLResponse, include_in_schema=False)
-def feedback_form(request: Request, session: SessionDep, user: MaybeUser,
-                  choice: Annotated[str, Form()] = "", slug: Annotated[str, Form()] = "",
-                  verdict: Annotated[str, Form()] = "", lines: Annotated[str, Form(max_length=20_000)] = "",
-                  comment: Annotated[str, Form(max_length=feedback.MAX_COMMENT)] = "",
-                  used: Annotated[str, Form(max_length=200)] = "") -> Response:
+def feedback_form(
+    request: Request,
+    session: SessionDep,
+    user: MaybeUser,
+    choice: Annotated[str, Form()] = "",
+    slug: Annotated[str, Form()] = "",
+    verdict: Annotated[str, Form()] = "",
+    lines: Annotated[str, Form(max_length=20_000)] = "",
+    comment: Annotated[str, Form(max_length=feedback.MAX_COMMENT)] = "",
+    used: Annotated[str, Form(max_length=200)] = "",
+) -> Response:
     """'This solved it' / 'wrong entry for my error' from an entry page or a search result."""
-    return _feedback_form(request, session, choice=choice, slug=slug, verdict=verdict, lines=lines,
-                          comment=comment, used=used, user=user)
+    return _feedback_form(
+        request,
+        session,
+        choice=choice,
+        slug=slug,
+        verdict=verdict,
+        lines=lines,
+        comment=comment,
+        used=used,
+        user=user,
+    )
 
 
 class FeedbackIn(BaseModel):
     entry: str = Field(description="The entry the feedback is about (a search result or the page read).")
-    verdict: Literal["solved", "wrong"] = Field(description="solved: it fixed the error; wrong: wrong entry for it.")
-    q: str = Field("", max_length=1_000_000, description="The search text; only its normalised error lines are kept.")
+    verdict: Literal["solved", "wrong"] = Field(
+        description="solved: it fixed the error; wrong: wrong entry for it."
+    )
+    q: str = Field(
+        "", max_length=1_000_000, description="The search text; only its normalised error lines are kept."
+    )
     comment: str = Field("", max_length=feedback.MAX_COMMENT)
     used: str | None = Field(None, description="The entry the user ended up using (with verdict 'wrong').")
 
@@ -133,8 +217,15 @@ class FeedbackOut(BaseModel):
 def feedback_api(body: FeedbackIn, session: SessionDep, user: MaybeUser) -> dict[str, Any]:
     """Say whether an entry solved your error. Shown to curators and exported; never changes ranking."""
     try:
-        fb = feedback.give(session, slug=body.entry, verdict=body.verdict, paste=body.q, comment=body.comment,
-                           used=body.used, user=user.name if user else None)
+        fb = feedback.give(
+            session,
+            slug=body.entry,
+            verdict=body.verdict,
+            paste=body.q,
+            comment=body.comment,
+            used=body.used,
+            user=user.name if user else None,
+        )
     except feedback.FeedbackError as exc:
         raise HTTPException(exc.status, str(exc)) from None
     return feedback.public(fb)
@@ -160,15 +251,33 @@ class MissOut(BaseModel):
     drafted_at: str | None
 
 
-def _dashboard(request: Request, session: Session, user: auth.User, *, drafted: str = "", error: str = "",
-               status_code: int = 200) -> HTMLResponse:
+def _dashboard(
+    request: Request,
+    session: Session,
+    user: auth.User,
+    *,
+    drafted: str = "",
+    error: str = "",
+    status_code: int = 200,
+) -> HTMLResponse:
     s = request.app.state.settings
-    return _page(request, "dashboard", {
-        "who": user.name, "misses": [misses.public(m) for m in misses.listing(session, s)],
-        "counts": feedback.counts(session), "misrouted": [feedback.public(f) for f in feedback.misrouted(session, 100)],
-        "actions": [audit.public(a) for a in audit.recent(session, 30)], "drafted": drafted, "error": error,
-        "team_dir": str(s.team_content_dir) if s.team_content_dir else "", "recording": s.record_misses,
-        "retention": s.misses_retention_days}, status_code=status_code)
+    return _page(
+        request,
+        "dashboard",
+        {
+            "who": user.name,
+            "misses": [misses.public(m) for m in misses.listing(session, s)],
+            "counts": feedback.counts(session),
+            "misrouted": [feedback.public(f) for f in feedback.misrouted(session, 100)],
+            "actions": [audit.public(a) for a in audit.recent(session, 30)],
+            "drafted": drafted,
+            "error": error,
+            "team_dir": str(s.team_content_dir) if s.team_content_dir else "",
+            "recording": s.record_misses,
+            "retention": s.misses_retention_days,
+        },
+        status_code=status_code,
+    )
 
 
 @router.get("/team", response_class=HTMLResponse, include_in_schema=False)
@@ -207,7 +316,10 @@ def draft_api(miss_id: int, request: Request, session: SessionDep, user: Curator
 @router.get("/api/team/feedback", tags=["team"])
 def feedback_summary(session: SessionDep, user: Curator) -> dict[str, Any]:
     """Per-entry counts ('solved', 'wrong') and the misrouted pastes (normalised), newest first."""
-    return {"entries": feedback.counts(session), "misrouted": [feedback.public(f) for f in feedback.misrouted(session)]}
+    return {
+        "entries": feedback.counts(session),
+        "misrouted": [feedback.public(f) for f in feedback.misrouted(session)],
+    }
 
 
 @router.get("/api/team/actions", tags=["team"])

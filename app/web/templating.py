@@ -29,8 +29,13 @@ def _htmx(request: Request) -> dict[str, Any]:
     return {"htmx": {"src": HTMX_CDN, "sri": HTMX_SRI}}
 
 
-_env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
-                   undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+_env = Environment(
+    loader=FileSystemLoader(HERE / "templates"),
+    autoescape=select_autoescape(default=True),
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
 templates = Jinja2Templates(env=_env, context_processors=[_htmx, auth.template_user])
 
 
@@ -39,8 +44,14 @@ def is_fragment(request: Request) -> bool:
     return request.headers.get("hx-request") == "true" and request.headers.get("hx-boosted") != "true"
 
 
-def render(request: Request, page: str, context: dict[str, Any], *, status_code: int = 200,
-           headers: dict[str, Any] | None = None) -> HTMLResponse:
+def render(
+    request: Request,
+    page: str,
+    context: dict[str, Any],
+    *,
+    status_code: int = 200,
+    headers: dict[str, Any] | None = None,
+) -> HTMLResponse:
     """`page.html`, or `_page.html` on an HTMX request; both from the same context. Sends Vary."""
     name = f"_{page}.html" if is_fragment(request) else f"{page}.html"
     response = templates.TemplateResponse(request, name, context, status_code=status_code, headers=headers)

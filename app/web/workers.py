@@ -91,8 +91,12 @@ class OutcomeIn(BaseModel):
     def _small_extras(self) -> OutcomeIn:
         # extra facts (wall_ms, the limits that applied, the sandbox pid) are welcome, but small
         extra = self.model_extra or {}
-        if len(extra) > EXTRA_FIELDS or any(len(json.dumps(v, default=str)) > EXTRA_BYTES for v in extra.values()):
-            raise ValueError(f"extra outcome fields: at most {EXTRA_FIELDS}, each at most {EXTRA_BYTES} bytes of JSON")
+        if len(extra) > EXTRA_FIELDS or any(
+            len(json.dumps(v, default=str)) > EXTRA_BYTES for v in extra.values()
+        ):
+            raise ValueError(
+                f"extra outcome fields: at most {EXTRA_FIELDS}, each at most {EXTRA_BYTES} bytes of JSON"
+            )
         return self
 
 
@@ -108,8 +112,13 @@ def _try_lease(request: Request, info: WorkerInfo) -> dict | None:
         run = runs.lease_run(session=session, worker=worker, settings=settings)
         if run is None:
             return None
-        return {"run_id": run.id, "lease": run.lease, "lease_s": settings.lease_s, "entry": run.entry_slug,
-                **{k: run.job[k] for k in ("requires", "fresh_process", "limits", "snippets")}}
+        return {
+            "run_id": run.id,
+            "lease": run.lease,
+            "lease_s": settings.lease_s,
+            "entry": run.entry_slug,
+            **{k: run.job[k] for k in ("requires", "fresh_process", "limits", "snippets")},
+        }
 
 
 @router.post("/lease", responses={204: {"description": "No job within wait_s; lease again."}})
@@ -152,5 +161,11 @@ def heartbeat(run_id: RunId, body: LeaseRef, request: Request) -> dict:
 @router.post("/runs/{run_id}/result")
 def result(run_id: RunId, body: ResultBody, request: Request) -> dict:
     """Post one part's outcome (broken or fixed)."""
-    return _leased_call(request, runs.submit_result, run_id=run_id, lease=body.lease, part=body.part,
-                        result=body.result.model_dump())
+    return _leased_call(
+        request,
+        runs.submit_result,
+        run_id=run_id,
+        lease=body.lease,
+        part=body.part,
+        result=body.result.model_dump(),
+    )

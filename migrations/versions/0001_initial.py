@@ -67,7 +67,9 @@ def upgrade() -> None:
         sa.Column("expected", sa.Boolean(), nullable=True),
         sa.Column("run_id", sa.Integer(), nullable=True),
         sa.Column("recorded_at", sa.DateTime(timezone=True), nullable=False),
-        sa.UniqueConstraint("entry_slug", "part", "snippet_hash", "torch_version", "device", name="uq_result_key"),
+        sa.UniqueConstraint(
+            "entry_slug", "part", "snippet_hash", "torch_version", "device", name="uq_result_key"
+        ),
     )
     op.create_table(
         "worker",
@@ -79,23 +81,37 @@ def upgrade() -> None:
         sa.Column("concurrency", sa.Integer(), nullable=False),
         sa.Column("last_seen", sa.DateTime(timezone=True), nullable=False),
     )
-    op.create_table("meta", sa.Column("key", sa.String(), primary_key=True), sa.Column("value", sa.String(), nullable=False))
+    op.create_table(
+        "meta",
+        sa.Column("key", sa.String(), primary_key=True),
+        sa.Column("value", sa.String(), nullable=False),
+    )
 
     if op.get_bind().dialect.name != "sqlite":
         return  # FTS5 is SQLite's; PostgreSQL's full-text index comes in 0004_postgres
     # Signature index: external content over `signature`, kept in step by triggers.
-    op.execute(f"CREATE VIRTUAL TABLE sig_fts USING fts5(tokens, aux, content='signature', content_rowid='id', tokenize=\"{TOKENIZE}\")")
-    op.execute("CREATE TRIGGER signature_ai AFTER INSERT ON signature BEGIN "
-               "INSERT INTO sig_fts(rowid, tokens, aux) VALUES (new.id, new.tokens, new.aux); END")
-    op.execute("CREATE TRIGGER signature_ad AFTER DELETE ON signature BEGIN "
-               "INSERT INTO sig_fts(sig_fts, rowid, tokens, aux) VALUES ('delete', old.id, old.tokens, old.aux); END")
-    op.execute("CREATE TRIGGER signature_au AFTER UPDATE ON signature BEGIN "
-               "INSERT INTO sig_fts(sig_fts, rowid, tokens, aux) VALUES ('delete', old.id, old.tokens, old.aux); "
-               "INSERT INTO sig_fts(rowid, tokens, aux) VALUES (new.id, new.tokens, new.aux); END")
+    op.execute(
+        f"CREATE VIRTUAL TABLE sig_fts USING fts5(tokens, aux, content='signature', content_rowid='id', tokenize=\"{TOKENIZE}\")"
+    )
+    op.execute(
+        "CREATE TRIGGER signature_ai AFTER INSERT ON signature BEGIN "
+        "INSERT INTO sig_fts(rowid, tokens, aux) VALUES (new.id, new.tokens, new.aux); END"
+    )
+    op.execute(
+        "CREATE TRIGGER signature_ad AFTER DELETE ON signature BEGIN "
+        "INSERT INTO sig_fts(sig_fts, rowid, tokens, aux) VALUES ('delete', old.id, old.tokens, old.aux); END"
+    )
+    op.execute(
+        "CREATE TRIGGER signature_au AFTER UPDATE ON signature BEGIN "
+        "INSERT INTO sig_fts(sig_fts, rowid, tokens, aux) VALUES ('delete', old.id, old.tokens, old.aux); "
+        "INSERT INTO sig_fts(rowid, tokens, aux) VALUES (new.id, new.tokens, new.aux); END"
+    )
     op.execute("CREATE VIRTUAL TABLE sig_vocab USING fts5vocab(sig_fts, 'row')")
     # Free-text index over what a reader would search for; written by the content sync.
-    op.execute("CREATE VIRTUAL TABLE entry_fts USING fts5(slug UNINDEXED, title, summary, body, "
-               "tokenize='porter unicode61')")
+    op.execute(
+        "CREATE VIRTUAL TABLE entry_fts USING fts5(slug UNINDEXED, title, summary, body, "
+        "tokenize='porter unicode61')"
+    )
     op.execute("CREATE VIRTUAL TABLE entry_vocab USING fts5vocab(entry_fts, 'row')")
 
 

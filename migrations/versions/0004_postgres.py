@@ -27,11 +27,14 @@ def upgrade() -> None:
         "CREATE TABLE entry_fts (slug varchar PRIMARY KEY, title varchar NOT NULL, summary varchar NOT NULL, "
         "body varchar NOT NULL, tsv tsvector GENERATED ALWAYS AS ("
         "setweight(to_tsvector('english', title), 'A') || setweight(to_tsvector('english', summary), 'B') || "
-        "setweight(to_tsvector('english', body), 'C')) STORED)")
+        "setweight(to_tsvector('english', body), 'C')) STORED)"
+    )
     op.execute("CREATE INDEX ix_entry_fts_tsv ON entry_fts USING gin (tsv)")
     # entries synced before this migration get their rows (the next sync rewrites what it changes)
-    op.execute("INSERT INTO entry_fts (slug, title, summary, body) "
-               "SELECT slug, title, summary, cause || ' ' || fix FROM entry")
+    op.execute(
+        "INSERT INTO entry_fts (slug, title, summary, body) "
+        "SELECT slug, title, summary, cause || ' ' || fix FROM entry"
+    )
 
 
 def downgrade() -> None:

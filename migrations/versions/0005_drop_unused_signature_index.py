@@ -36,15 +36,23 @@ def downgrade() -> None:
         batch.add_column(sa.Column("normalized", sa.String(), nullable=False, server_default=""))
     if op.get_bind().dialect.name != "sqlite":
         return
-    op.execute(f"CREATE VIRTUAL TABLE sig_fts USING fts5(tokens, aux, content='signature', content_rowid='id', "
-               f"tokenize=\"{TOKENIZE}\")")
-    op.execute("CREATE TRIGGER signature_ai AFTER INSERT ON signature BEGIN "
-               "INSERT INTO sig_fts(rowid, tokens, aux) VALUES (new.id, new.tokens, new.aux); END")
-    op.execute("CREATE TRIGGER signature_ad AFTER DELETE ON signature BEGIN "
-               "INSERT INTO sig_fts(sig_fts, rowid, tokens, aux) VALUES ('delete', old.id, old.tokens, old.aux); END")
-    op.execute("CREATE TRIGGER signature_au AFTER UPDATE ON signature BEGIN "
-               "INSERT INTO sig_fts(sig_fts, rowid, tokens, aux) VALUES ('delete', old.id, old.tokens, old.aux); "
-               "INSERT INTO sig_fts(rowid, tokens, aux) VALUES (new.id, new.tokens, new.aux); END")
+    op.execute(
+        f"CREATE VIRTUAL TABLE sig_fts USING fts5(tokens, aux, content='signature', content_rowid='id', "
+        f'tokenize="{TOKENIZE}")'
+    )
+    op.execute(
+        "CREATE TRIGGER signature_ai AFTER INSERT ON signature BEGIN "
+        "INSERT INTO sig_fts(rowid, tokens, aux) VALUES (new.id, new.tokens, new.aux); END"
+    )
+    op.execute(
+        "CREATE TRIGGER signature_ad AFTER DELETE ON signature BEGIN "
+        "INSERT INTO sig_fts(sig_fts, rowid, tokens, aux) VALUES ('delete', old.id, old.tokens, old.aux); END"
+    )
+    op.execute(
+        "CREATE TRIGGER signature_au AFTER UPDATE ON signature BEGIN "
+        "INSERT INTO sig_fts(sig_fts, rowid, tokens, aux) VALUES ('delete', old.id, old.tokens, old.aux); "
+        "INSERT INTO sig_fts(rowid, tokens, aux) VALUES (new.id, new.tokens, new.aux); END"
+    )
     op.execute("INSERT INTO sig_fts(sig_fts) VALUES ('rebuild')")
     op.execute("CREATE VIRTUAL TABLE sig_vocab USING fts5vocab(sig_fts, 'row')")
     op.execute("CREATE VIRTUAL TABLE entry_vocab USING fts5vocab(entry_fts, 'row')")

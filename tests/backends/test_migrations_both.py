@@ -27,7 +27,10 @@ def test_migrations_up_down_up(db_url):
         assert "ix_entry_fts_tsv" in {i["name"] for i in inspect(engine).get_indexes("entry_fts")}
     else:  # FTS5 from 0001
         with engine.connect() as c:
-            names = {n for (n,) in c.execute(text("SELECT name FROM sqlite_master WHERE sql LIKE 'CREATE VIRTUAL%'"))}
+            names = {
+                n
+                for (n,) in c.execute(text("SELECT name FROM sqlite_master WHERE sql LIKE 'CREATE VIRTUAL%'"))
+            }
         assert names == {"entry_fts"}  # (0005 dropped the unused signature index)
     engine.dispose()
     command.downgrade(alembic_config(settings), "base")

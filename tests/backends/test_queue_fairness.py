@@ -14,8 +14,13 @@ def app(module_db_url):
     from app.main import create_app
     from tests.conftest import ROOT
 
-    settings = Settings(database_url=module_db_url, content_dir=ROOT / "content", local_workers=0, queue_max=10,
-                        queue_per_client=2)
+    settings = Settings(
+        database_url=module_db_url,
+        content_dir=ROOT / "content",
+        local_workers=0,
+        queue_max=10,
+        queue_per_client=2,
+    )
     application = create_app(settings)
     with TestClient(application):  # runs the lifespan (migrate, sync) once
         yield application

@@ -34,12 +34,24 @@ class Replica:
     def __init__(self, name: str, url: str, content: Path, log: Path):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "PITFALLS_DATABASE_URL": url, "PITFALLS_CONTENT_DIR": str(content),
-               "PITFALLS_LOCAL_WORKERS": "0", "PITFALLS_WORKER_TOKEN": TOKEN, "PITFALLS_QUEUE_MAX": "1000",
-               "PITFALLS_QUEUE_PER_CLIENT": "0", "PITFALLS_LEASE_S": "60"}
+        env = {
+            **os.environ,
+            "PITFALLS_DATABASE_URL": url,
+            "PITFALLS_CONTENT_DIR": str(content),
+            "PITFALLS_LOCAL_WORKERS": "0",
+            "PITFALLS_WORKER_TOKEN": TOKEN,
+            "PITFALLS_QUEUE_MAX": "1000",
+            "PITFALLS_QUEUE_PER_CLIENT": "0",
+            "PITFALLS_LEASE_S": "60",
+        }
         self.log = log
-        self.proc = subprocess.Popen([PITFALLS, "serve", "--port", str(self.port)], env=env, cwd=ROOT,
-                                     stdout=log.open("w"), stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [PITFALLS, "serve", "--port", str(self.port)],
+            env=env,
+            cwd=ROOT,
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+        )
         self.http = httpx.Client(base_url=self.base, timeout=30)
 
     def wait_healthy(self) -> None:
@@ -55,8 +67,11 @@ class Replica:
         raise AssertionError(f"replica not healthy:\n{self.log.read_text()[-3000:]}")
 
     def lease(self, worker: str, wait_s: float) -> dict | None:
-        r = self.http.post("/api/worker/lease", json={"worker": {"id": worker}, "wait_s": wait_s},
-                           headers={"Authorization": f"Bearer {TOKEN}"})
+        r = self.http.post(
+            "/api/worker/lease",
+            json={"worker": {"id": worker}, "wait_s": wait_s},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
         assert r.status_code in (200, 204), r.text
         return r.json() if r.status_code == 200 else None
 
@@ -71,9 +86,21 @@ class Replica:
 
 
 def outcome() -> dict:
-    return {"outcome": "ok", "exc_type": None, "message": None, "traceback": None, "warnings": [], "stdout": "",
-            "stderr": "", "truncated": False, "duration_ms": 1.0, "device": "cpu", "torch_version": "2.13.0",
-            "expected": True, "reason": "ok"}
+    return {
+        "outcome": "ok",
+        "exc_type": None,
+        "message": None,
+        "traceback": None,
+        "warnings": [],
+        "stdout": "",
+        "stderr": "",
+        "truncated": False,
+        "duration_ms": 1.0,
+        "device": "cpu",
+        "torch_version": "2.13.0",
+        "expected": True,
+        "reason": "ok",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -100,12 +127,17 @@ def test_two_replicas_start_together_on_an_empty_database(replicas):
 
 def test_burst_across_replicas_no_double_lease_no_lost_run(replicas):
     (a, b), _, _ = replicas
-    slugs = [e["slug"] for e in a.http.get("/api/entries").json() if not e["requires"]["cuda"]
-             and not e["requires"]["gpus"]][:60]
+    slugs = [
+        e["slug"]
+        for e in a.http.get("/api/entries").json()
+        if not e["requires"]["cuda"] and not e["requires"]["gpus"]
+    ][:60]
     # a burst of Reproduce presses, alternating replicas
     created = []
     with ThreadPoolExecutor(8) as pool:
-        for r in pool.map(lambda i: (a, b)[i % 2].http.post(f"/api/entries/{slugs[i]}/reproduce"), range(len(slugs))):
+        for r in pool.map(
+            lambda i: (a, b)[i % 2].http.post(f"/api/entries/{slugs[i]}/reproduce"), range(len(slugs))
+        ):
             assert r.status_code == 202, r.text
             created.append(r.json()["id"])
     assert len(set(created)) == len(slugs)
@@ -125,8 +157,10 @@ def test_burst_across_replicas_no_double_lease_no_lost_run(replicas):
                 leases[job["run_id"]].append(me)
             for part in ("broken", "fixed"):  # results go to either replica
                 r = (a, b)[(job["run_id"] + (part == "fixed")) % 2].http.post(
-                    f"/api/worker/runs/{job['run_id']}/result", headers={"Authorization": f"Bearer {TOKEN}"},
-                    json={"lease": job["lease"], "part": part, "result": outcome()})
+                    f"/api/worker/runs/{job['run_id']}/result",
+                    headers={"Authorization": f"Bearer {TOKEN}"},
+                    json={"lease": job["lease"], "part": part, "result": outcome()},
+                )
                 assert r.status_code == 200, r.text
 
     workers = [threading.Thread(target=work, args=(n,)) for n in range(8)]
@@ -158,8 +192,8 @@ def test_a_run_queued_on_one_replica_wakes_a_long_poll_on_the_other(replicas):
         got: dict = {}
 
         def poll() -> None:
-            got["job"] = b.lease("waker", wait_s=10)
-            got["at"] = time.monotonic()
+            got["job"] = b.lease("waker", wait_s=10)  # noqa: B023  (joined before the loop moves on)
+            got["at"] = time.monotonic()  # noqa: B023
 
         t = threading.Thread(target=poll)
         t.start()
@@ -169,8 +203,11 @@ def test_a_run_queued_on_one_replica_wakes_a_long_poll_on_the_other(replicas):
         t.join(15)
         assert got["job"]["run_id"] == run["id"]
         latencies.append(got["at"] - queued_at)
-        r = b.http.post(f"/api/worker/runs/{run['id']}/result", headers={"Authorization": f"Bearer {TOKEN}"},
-                        json={"lease": got["job"]["lease"], "part": "broken", "result": outcome()})
+        r = b.http.post(
+            f"/api/worker/runs/{run['id']}/result",
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            json={"lease": got["job"]["lease"], "part": "broken", "result": outcome()},
+        )
         assert r.status_code == 200
     # the fallback polls once a second (0.6 s after the run here); NOTIFY answers in a few ms
     assert statistics.median(latencies) < 0.35, latencies

@@ -32,8 +32,14 @@ def test_store_reads_signatures_entries_and_generation(store):
         rows = list(r.signature_tokens())
         assert len(rows) == n_sigs and all(isinstance(i, int) and isinstance(t, str) for i, t, _ in rows)
         [(sid, slug, text, tokens, aux, title, category)] = r.signature_rows([sig.id])
-        assert (sid, slug, text, tokens, title, category) == (sig.id, entry.slug, sig.text, sig.tokens, entry.title,
-                                                               entry.category)
+        assert (sid, slug, text, tokens, title, category) == (
+            sig.id,
+            entry.slug,
+            sig.text,
+            sig.tokens,
+            entry.title,
+            entry.category,
+        )
         assert r.signature_rows([sig.id, 10**9]) == r.signature_rows([sig.id])
         assert len(r.entry_bodies()) == len(set(r.entry_bodies())) > 100
         title, body = r.entry_text("view-non-contiguous")
@@ -74,7 +80,9 @@ def r_any(store, terms):
         return r.free_text(terms, every=False, limit=1000)
 
 
-@pytest.mark.parametrize("term", ['"', "or", "and", "not", "near", "a'b", "x:y", "*", "(", "__", "0" * 50, "é"])
+@pytest.mark.parametrize(
+    "term", ['"', "or", "and", "not", "near", "a'b", "x:y", "*", "(", "__", "0" * 50, "é"]
+)
 def test_store_free_text_terms_are_never_syntax(store, term):
     with store.reader() as r:
         assert isinstance(r.free_text([term, "loss"], every=True, limit=5), list)

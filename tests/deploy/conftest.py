@@ -50,7 +50,9 @@ class Stage:
         """(sources, destination) of each COPY from the build context (not `--from=` another stage)."""
         out = []
         for args in self.all("COPY"):
-            words = [w for w in shlex.split(args) if not w.startswith("--chown") and not w.startswith("--chmod")]
+            words = [
+                w for w in shlex.split(args) if not w.startswith("--chown") and not w.startswith("--chmod")
+            ]
             if any(w.startswith("--from") for w in words):
                 continue
             out.append((words[:-1], words[-1]))

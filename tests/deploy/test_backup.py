@@ -21,7 +21,9 @@ from .conftest import ROOT, tool
 def pitfalls(*args: str, env: dict, timeout: float = 60) -> subprocess.CompletedProcess:
     exe = tool("pitfalls")
     cmd = [exe, *args] if exe else [sys.executable, "-c", "from app.cli import main; main()", *args]
-    return subprocess.run(cmd, env={**os.environ, **env}, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        cmd, env={**os.environ, **env}, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 def meta_count(path) -> int:
@@ -124,6 +126,7 @@ def test_backup_refuses_what_it_cannot_copy(tmp_path):
     urls = (f"sqlite:///{tmp_path / 'nothing-here.db'}", "postgresql://db/pitfalls")
     with ThreadPoolExecutor(2) as pool:
         missing, other = pool.map(
-            lambda url: pitfalls("backup", str(tmp_path / "x.db"), env={"PITFALLS_DATABASE_URL": url}), urls)
+            lambda url: pitfalls("backup", str(tmp_path / "x.db"), env={"PITFALLS_DATABASE_URL": url}), urls
+        )
     assert missing.returncode == 2 and "no database" in missing.stdout + missing.stderr
     assert other.returncode == 2 and "pg_dump" in other.stdout + other.stderr

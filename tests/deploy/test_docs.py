@@ -18,20 +18,41 @@ def guide() -> str:
     return GUIDE.read_text()
 
 
-@pytest.mark.parametrize("topic", [
-    "## Prerequisites", "NVIDIA Container Toolkit", "nvidia-ctk runtime configure", "docker compose up -d --build",
-    "## Choosing GPUs", "device_ids", "PITFALLS_GPU_COUNT", "## Scaling workers", "--scale worker=",
-    "## Backups", "pitfalls backup", "### Restore", "## Upgrading", "## Air-gapped use", "docker save",
-    "docker load", "## Security notes", "PITFALLS_WORKER_TOKEN", "Custom code execution is off by default",
-    "--profile cpu", "configuration.md",
-])
+@pytest.mark.parametrize(
+    "topic",
+    [
+        "## Prerequisites",
+        "NVIDIA Container Toolkit",
+        "nvidia-ctk runtime configure",
+        "docker compose up -d --build",
+        "## Choosing GPUs",
+        "device_ids",
+        "PITFALLS_GPU_COUNT",
+        "## Scaling workers",
+        "--scale worker=",
+        "## Backups",
+        "pitfalls backup",
+        "### Restore",
+        "## Upgrading",
+        "## Air-gapped use",
+        "docker save",
+        "docker load",
+        "## Security notes",
+        "PITFALLS_WORKER_TOKEN",
+        "Custom code execution is off by default",
+        "--profile cpu",
+        "configuration.md",
+    ],
+)
 def test_guide_covers(topic):
     assert topic in guide()
 
 
 def test_guide_names_the_images_the_dockerfile_builds_on():
     args = dict(re.findall(r"^ARG (\w+)=(\S+)$", (ROOT / "Dockerfile").read_text(), flags=re.MULTILINE))
-    assert args["TORCH_IMAGE"] in guide(), "docs/self-hosting.md names another worker base image than the Dockerfile"
+    assert args["TORCH_IMAGE"] in guide(), (
+        "docs/self-hosting.md names another worker base image than the Dockerfile"
+    )
     assert args["PYTHON_IMAGE"] in guide()
 
 
@@ -57,7 +78,9 @@ def test_override_examples_are_well_formed(compose):
         doc = yaml.load(block, Loader=_Loader)
         for name, svc in doc["services"].items():
             base = svc.get("extends", {}).get("service", name)
-            assert base in compose["services"], f"the example refers to a service {base!r} that does not exist"
+            assert base in compose["services"], (
+                f"the example refers to a service {base!r} that does not exist"
+            )
             for device in svc["deploy"]["resources"]["reservations"]["devices"]:
                 assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
                 assert device["device_ids"] and "count" not in device

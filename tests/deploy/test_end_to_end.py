@@ -64,6 +64,7 @@ expect = { outcome = "ok" }
 
 # --- processes ------------------------------------------------------------------------------------
 
+
 def _children() -> dict[int, list[int]]:
     tree: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -88,8 +89,15 @@ class Proc:
     def __init__(self, name: str, cmd: list[str], env: dict, cwd: Path, log: Path):
         self.name, self.cmd, self.log = name, cmd, log
         self.fh = open(log, "wb")  # noqa: SIM115  (closed in stop())
-        self.popen = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=self.fh, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, start_new_session=True)
+        self.popen = subprocess.Popen(
+            cmd,
+            env=env,
+            cwd=cwd,
+            stdout=self.fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         self.pid = self.popen.pid
 
     def output(self) -> str:
@@ -124,6 +132,7 @@ class Proc:
 
 def interpolate(value: str, given: dict[str, str]) -> str:
     """Compose's `${VAR}`, `${VAR:-default}` and `${VAR:?error}`, from `given` only."""
+
     def one(m: re.Match) -> str:
         name, op, arg = m["name"], m["op"], m["arg"]
         if given.get(name):
@@ -131,10 +140,12 @@ def interpolate(value: str, given: dict[str, str]) -> str:
         if op == ":?":
             raise AssertionError(f"compose would refuse to start: {arg}")
         return arg or ""
+
     return re.sub(r"\$\{(?P<name>\w+)(?:(?P<op>:[-?])(?P<arg>[^}]*))?\}", one, str(value))
 
 
 # --- the deployment -------------------------------------------------------------------------------
+
 
 class Deployment:
     def __init__(self, root: Path, compose: dict, dockerfile):
@@ -185,14 +196,16 @@ class Deployment:
             "    return '__editable__' in (getattr(hook, '__module__', '') or '')\n"
             "sys.meta_path[:] = [f for f in sys.meta_path if not _editable(f)]\n"
             "sys.path_hooks[:] = [h for h in sys.path_hooks if not _editable(h)]\n"
-            "sys.path_importer_cache.clear()\n")
+            "sys.path_importer_cache.clear()\n"
+        )
 
     def _make_notorch(self) -> None:
         """A `torch` that cannot be imported: the web image has none."""
         self.notorch = self.root / "notorch"
         (self.notorch / "torch").mkdir(parents=True)
         (self.notorch / "torch" / "__init__.py").write_text(
-            'raise ImportError("torch is not installed in the web image")\n')
+            'raise ImportError("torch is not installed in the web image")\n'
+        )
 
     # services
     def start(self, name: str, cmd: list[str], env: dict, cwd: Path, token: str | None = None) -> Proc:
@@ -208,13 +221,17 @@ class Deployment:
         cmd[cmd.index("--host") + 1] = "127.0.0.1"
         cmd[cmd.index("--port") + 1] = str(self.port)
         cmd[0] = tool("pitfalls")
-        env = {**self.base_env, **{k: interpolate(v, {"PITFALLS_WORKER_TOKEN": TOKEN})
-                                   for k, v in web["environment"].items()}}
-        env.update(PITFALLS_DATABASE_URL=self.database_url or f"sqlite:///{self.root / 'data' / 'pitfalls.db'}",
-                   PITFALLS_CONTENT_DIR=str(self.content),
-                   PITFALLS_LEASE_S=str(LEASE_S),
-                   PITFALLS_RESULT_CACHE="false",  # every reproduce must reach a worker
-                   PYTHONPATH=os.pathsep.join(filter(None, [str(self.notorch), os.environ.get("PYTHONPATH")])))
+        env = {
+            **self.base_env,
+            **{k: interpolate(v, {"PITFALLS_WORKER_TOKEN": TOKEN}) for k, v in web["environment"].items()},
+        }
+        env.update(
+            PITFALLS_DATABASE_URL=self.database_url or f"sqlite:///{self.root / 'data' / 'pitfalls.db'}",
+            PITFALLS_CONTENT_DIR=str(self.content),
+            PITFALLS_LEASE_S=str(LEASE_S),
+            PITFALLS_RESULT_CACHE="false",  # every reproduce must reach a worker
+            PYTHONPATH=os.pathsep.join(filter(None, [str(self.notorch), os.environ.get("PYTHONPATH")])),
+        )
         assert env["PITFALLS_LOCAL_WORKERS"] == "0" and env["PITFALLS_WORKER_TOKEN"] == TOKEN
         proc = self.start("web", cmd, env, self.root)
         deadline = time.monotonic() + 60
@@ -237,12 +254,19 @@ class Deployment:
         stage = self.dockerfile["worker"]
         image_env = stage.env()
         given = {"PITFALLS_WORKER_TOKEN": token, "PITFALLS_WORKER_SPARE": str(spare)}
-        compose_env = {k: interpolate(v, given) for k, v in self.compose["services"]["worker"]["environment"].items()}
+        compose_env = {
+            k: interpolate(v, given) for k, v in self.compose["services"]["worker"]["environment"].items()
+        }
         home = self.root / "worker-home"
-        env = {**self.base_env, **image_env, **compose_env,
-               "PITFALLS_SERVER": self.url,  # http://web:8000 in compose
-               "PYTHONPATH": os.pathsep.join([str(self.worker_app), str(self.worker_guard)]),
-               "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")}
+        env = {
+            **self.base_env,
+            **image_env,
+            **compose_env,
+            "PITFALLS_SERVER": self.url,  # http://web:8000 in compose
+            "PYTHONPATH": os.pathsep.join([str(self.worker_app), str(self.worker_guard)]),
+            "HOME": str(home),
+            "XDG_CACHE_HOME": str(home / ".cache"),
+        }
         cmd = stage.cmd()
         assert cmd[:2] == ["sh", "-c"]
         return self.start("worker-image", cmd, env, self.worker_app, token=token)
@@ -278,7 +302,9 @@ class Deployment:
         return self.http.post(f"/api/worker{path}", json=body, headers=headers)
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name} (pid {p.pid}, {p.cmd[:3]}) ---\n{p.output()[-3000:]}" for p in self.procs)
+        return "\n".join(
+            f"--- {p.name} (pid {p.pid}, {p.cmd[:3]}) ---\n{p.output()[-3000:]}" for p in self.procs
+        )
 
     def workers(self) -> list[Proc]:
         return [p for p in self.procs if p.name.startswith("worker") and p.popen.poll() is None]
@@ -328,15 +354,20 @@ def expected_outcomes(run: dict, broken_exc: str) -> None:
 
 # --- tests ----------------------------------------------------------------------------------------
 
+
 def test_web_service_runs_as_in_its_image(deployment):
     """No local workers, no torch, htmx from the image, and migrations + content sync done at start."""
     health = deployment.http.get("/healthz").json()
     assert health["status"] == "ok" and health["entries"] == 3
-    assert descendants(deployment.web.pid) == [], "with PITFALLS_LOCAL_WORKERS=0 the web service starts no workers"
+    assert descendants(deployment.web.pid) == [], (
+        "with PITFALLS_LOCAL_WORKERS=0 the web service starts no workers"
+    )
     page = deployment.http.get("/")
     assert page.status_code == 200
     assert "/static/vendor/htmx.min.js" in page.text
-    assert not re.search(r"<(script|link)[^>]+(src|href)=\"https?://", page.text), "a page loads from the internet"
+    assert not re.search(r"<(script|link)[^>]+(src|href)=\"https?://", page.text), (
+        "a page loads from the internet"
+    )
     js = deployment.http.get("/static/vendor/htmx.min.js")
     assert js.status_code == 200 and len(js.content) > 10_000
 

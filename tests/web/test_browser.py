@@ -44,8 +44,10 @@ def _wait_done(page, server) -> None:
         page.wait_for_selector("#run-panel[data-state=done]", timeout=RUN_TIMEOUT_MS)
     except PlaywrightTimeout:
         health = page.request.get(server.url + "/healthz").text()
-        pytest.fail(f"run not done in {RUN_TIMEOUT_MS} ms\npanel: {page.locator('#run-panel').inner_html()}"
-                    f"\nhealthz: {health}")
+        pytest.fail(
+            f"run not done in {RUN_TIMEOUT_MS} ms\npanel: {page.locator('#run-panel').inner_html()}"
+            f"\nhealthz: {health}"
+        )
 
 
 def _check_outcomes(page) -> None:
@@ -120,9 +122,13 @@ def test_phone_layout_has_no_horizontal_scroll(browser, live_server, artifacts):
     from urllib.parse import quote_plus
 
     long_paste = quote_plus(TRACEBACK + "\nRuntimeError: " + "x" * 300 + "/a/very/long/path/" * 20)
-    paths = ["/", "/search?q=IndexError%3A+Target+5+is+out+of+bounds.", f"/search?q={long_paste}",
-             *(f"/c/{c}" for c in CATEGORIES),
-             *(f"/e/{s}" for s in slugs)]
+    paths = [
+        "/",
+        "/search?q=IndexError%3A+Target+5+is+out+of+bounds.",
+        f"/search?q={long_paste}",
+        *(f"/c/{c}" for c in CATEGORIES),
+        *(f"/e/{s}" for s in slugs),
+    ]
     try:
         wide = []
         for path in paths:
@@ -131,8 +137,9 @@ def test_phone_layout_has_no_horizontal_scroll(browser, live_server, artifacts):
             if width > 390:  # code blocks scroll inside themselves; the page itself must not
                 wide.append((path, width))
             if path in ("/", f"/e/{SLUG}"):
-                page.screenshot(path=str(artifacts / f"{'home' if path == '/' else 'entry'}-phone.png"),
-                                full_page=True)
+                page.screenshot(
+                    path=str(artifacts / f"{'home' if path == '/' else 'entry'}-phone.png"), full_page=True
+                )
         assert not wide, f"wider than a 390px phone: {wide}"
     finally:
         context.close()

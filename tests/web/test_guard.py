@@ -27,8 +27,11 @@ def _runs(client: TestClient) -> int:
 
 
 def test_body_over_the_cap_is_refused_before_it_is_read(small):
-    r = small.post("/api/search", content=b'{"q": "' + b"x" * 20_000 + b'"}',
-                   headers={"content-type": "application/json"})
+    r = small.post(
+        "/api/search",
+        content=b'{"q": "' + b"x" * 20_000 + b'"}',
+        headers={"content-type": "application/json"},
+    )
     assert r.status_code == 413 and "10000 bytes" in r.json()["detail"]
 
 
@@ -52,11 +55,14 @@ def test_chunked_body_under_the_cap_reaches_the_app(small):
     assert r.status_code == 200 and r.json()["results"]
 
 
-@pytest.mark.parametrize("headers", [
-    {"sec-fetch-site": "cross-site"},
-    {"origin": "https://evil.example"},
-    {"origin": "null"},
-])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"sec-fetch-site": "cross-site"},
+        {"origin": "https://evil.example"},
+        {"origin": "null"},
+    ],
+)
 def test_cross_site_reproduce_is_refused_and_creates_no_run(small, headers):
     before = _runs(small)
     assert small.post(f"/e/{SLUG}/reproduce", headers=headers, follow_redirects=False).status_code == 403
@@ -65,10 +71,14 @@ def test_cross_site_reproduce_is_refused_and_creates_no_run(small, headers):
 
 
 def test_same_origin_and_cli_reproduce_pass(small):
-    r = small.post(f"/api/entries/{SLUG}/reproduce", headers={"origin": "http://testserver",
-                                                                "sec-fetch-site": "same-origin"})
+    r = small.post(
+        f"/api/entries/{SLUG}/reproduce",
+        headers={"origin": "http://testserver", "sec-fetch-site": "same-origin"},
+    )
     assert r.status_code == 202
-    assert small.post(f"/api/entries/{SLUG}/reproduce").status_code == 202  # curl, the CLI: no browser headers
+    assert (
+        small.post(f"/api/entries/{SLUG}/reproduce").status_code == 202
+    )  # curl, the CLI: no browser headers
 
 
 def test_security_headers_on_pages_and_api(small):

@@ -38,7 +38,7 @@ def test_vendored_htmx_matches_pinned_version_and_sri():
     data = path.read_bytes()
     assert f'version:"{templating.HTMX_VERSION}"' in data.decode()
     digest = base64.b64encode(hashlib.sha384(data).digest()).decode()
-    assert templating.HTMX_SRI == f"sha384-{digest}"
+    assert f"sha384-{digest}" == templating.HTMX_SRI
     assert templating.HTMX_VERSION in templating.HTMX_CDN
 
 
@@ -171,16 +171,32 @@ def test_search_echo_is_escaped(client):
 
 # -- categories ---------------------------------------------------------------------------------
 def test_category_lists_entries_with_summaries_and_badges(client, app):
-    add_result(app, SLUG, "broken", {"outcome": "raised", "exc_type": "IndexError", "device": "NVIDIA H100 80GB HBM3",
-                                     "torch_version": "2.11.0+cu128"})
-    add_result(app, SLUG, "fixed", {"outcome": "ok", "device": "NVIDIA H100 80GB HBM3", "torch_version": "2.11.0+cu128"})
+    add_result(
+        app,
+        SLUG,
+        "broken",
+        {
+            "outcome": "raised",
+            "exc_type": "IndexError",
+            "device": "NVIDIA H100 80GB HBM3",
+            "torch_version": "2.11.0+cu128",
+        },
+    )
+    add_result(
+        app,
+        SLUG,
+        "fixed",
+        {"outcome": "ok", "device": "NVIDIA H100 80GB HBM3", "torch_version": "2.11.0+cu128"},
+    )
     r = client.get("/c/loss")
     assert r.status_code == 200 and r.headers["vary"] == "HX-Request"
     doc = soup(r)
     assert doc.h1.get_text() == CATEGORIES["loss"][0]
     api = client.get("/api/entries", params={"category": "loss"}).json()
     items = doc.select("li.entry-item")
-    assert [i.h2.a["href"] for i in items] == [f"/e/{e['slug']}" for e in sorted(api, key=lambda e: e["title"])]
+    assert [i.h2.a["href"] for i in items] == [
+        f"/e/{e['slug']}" for e in sorted(api, key=lambda e: e["title"])
+    ]
     assert all(i.p.get_text(strip=True) for i in items)  # summaries
     ours = next(i for i in items if i.h2.a["href"] == f"/e/{SLUG}")
     assert ours.select_one(".badge-pass").get_text() == "verified"
@@ -246,7 +262,9 @@ def test_entry_snippets_side_by_side_with_changed_lines_marked(client):
     assert changed_b and changed_f
     assert any("labels = torch.tensor" in t for t in changed_b)
     assert any("- 1" in t for t in changed_f)
-    assert not any("import torch" == s.get_text() and "chg" in s["class"] for s in broken)  # shared lines unmarked
+    assert not any(
+        s.get_text() == "import torch" and "chg" in s["class"] for s in broken
+    )  # shared lines unmarked
     assert doc.select_one(".code-pair figure.broken") and doc.select_one(".code-pair figure.fixed")
 
 
@@ -259,11 +277,31 @@ def test_entry_details_versions_requirements_sources(client):
 
 
 def test_entry_latest_outcomes_side_by_side(client, app):
-    add_result(app, SLUG, "broken", {"outcome": "raised", "exc_type": "IndexError",
-                                     "message": "Target 5 is out of bounds.", "device": "cpu",
-                                     "torch_version": "2.13.0+cpu", "duration_ms": 41})
-    add_result(app, SLUG, "fixed", {"outcome": "ok", "stdout": "loss: 1.93\n", "device": "cpu",
-                                    "torch_version": "2.13.0+cpu", "duration_ms": 1530})
+    add_result(
+        app,
+        SLUG,
+        "broken",
+        {
+            "outcome": "raised",
+            "exc_type": "IndexError",
+            "message": "Target 5 is out of bounds.",
+            "device": "cpu",
+            "torch_version": "2.13.0+cpu",
+            "duration_ms": 41,
+        },
+    )
+    add_result(
+        app,
+        SLUG,
+        "fixed",
+        {
+            "outcome": "ok",
+            "stdout": "loss: 1.93\n",
+            "device": "cpu",
+            "torch_version": "2.13.0+cpu",
+            "duration_ms": 1530,
+        },
+    )
     doc = soup(client.get(f"/e/{SLUG}"))
     panel = doc.select_one("#run-panel")
     assert panel["data-state"] == "stored" and not panel.has_attr("hx-trigger")
@@ -292,10 +330,21 @@ def test_every_entry_page_renders_under_100_kb_without_htmx(client):
 
 # -- escaping of run output ---------------------------------------------------------------------
 def test_stored_error_and_stdout_with_script_show_as_text(client, app):
-    add_result(app, "nan-loss", "broken", {"outcome": "raised", "exc_type": "RuntimeError", "message": XSS,
-                                           "stdout": f"{XSS}\n<img src=x onerror=alert(1)>",
-                                           "traceback": XSS, "warnings": [{"category": "UserWarning", "message": XSS}],
-                                           "device": "<b>cpu</b>", "torch_version": "2.9"})
+    add_result(
+        app,
+        "nan-loss",
+        "broken",
+        {
+            "outcome": "raised",
+            "exc_type": "RuntimeError",
+            "message": XSS,
+            "stdout": f"{XSS}\n<img src=x onerror=alert(1)>",
+            "traceback": XSS,
+            "warnings": [{"category": "UserWarning", "message": XSS}],
+            "device": "<b>cpu</b>",
+            "torch_version": "2.9",
+        },
+    )
     r = client.get("/e/nan-loss")
     doc = soup(r)
     assert not scripts_with(doc, "pwned") and not doc.find("img") and not doc.find("b", string="cpu")
@@ -306,11 +355,22 @@ def test_stored_error_and_stdout_with_script_show_as_text(client, app):
 
 
 def test_run_output_with_script_shows_as_text(client, app):
-    bad = {"outcome": "raised", "exc_type": "RuntimeError", "message": XSS, "stdout": XSS, "stderr": XSS,
-           "device": "cpu", "torch_version": "2.9", "expected": True}
+    bad = {
+        "outcome": "raised",
+        "exc_type": "RuntimeError",
+        "message": XSS,
+        "stdout": XSS,
+        "stderr": XSS,
+        "device": "cpu",
+        "torch_version": "2.9",
+        "expected": True,
+    }
     run_id = add_run(app, SLUG, results={"broken": bad, "fixed": {**bad, "outcome": "ok", "exc_type": None}})
-    for r in (client.get(f"/runs/{run_id}"), client.get(f"/runs/{run_id}", headers=HX),
-              client.get(f"/e/{SLUG}", params={"run": run_id})):
+    for r in (
+        client.get(f"/runs/{run_id}"),
+        client.get(f"/runs/{run_id}", headers=HX),
+        client.get(f"/e/{SLUG}", params={"run": run_id}),
+    ):
         doc = soup(r)
         assert not scripts_with(doc, "pwned")
         assert XSS in doc.select_one("[data-part=broken] pre.err").get_text()
@@ -332,7 +392,9 @@ def test_reproduce_without_javascript_posts_and_redirects(client):
     # alternates between two URLs: a refresh to the very same URL#fragment would only scroll
     assert refresh["content"] == f"2; url=/e/{SLUG}?run={run_id}&wait=1#reproduce"
     again = soup(client.get(f"/e/{SLUG}?run={run_id}&wait=1"))
-    assert again.head.select_one("noscript meta[http-equiv=refresh]")["content"].endswith(f"?run={run_id}#reproduce")
+    assert again.head.select_one("noscript meta[http-equiv=refresh]")["content"].endswith(
+        f"?run={run_id}#reproduce"
+    )
     assert page.select_one("#run-panel button[type=submit]").has_attr("disabled")
 
 
@@ -347,10 +409,25 @@ def test_reproduce_with_htmx_returns_self_polling_panel(client):
 
 
 def test_run_panel_polls_until_done_then_stops(client, app):
-    results = {"broken": {"outcome": "raised", "exc_type": "IndexError", "message": "Target 5 is out of bounds.",
-                          "device": "cpu", "torch_version": "2.13.0", "duration_ms": 12, "expected": True},
-               "fixed": {"outcome": "ok", "stdout": "loss: 1.9", "device": "cpu", "torch_version": "2.13.0",
-                         "duration_ms": 15, "expected": True}}
+    results = {
+        "broken": {
+            "outcome": "raised",
+            "exc_type": "IndexError",
+            "message": "Target 5 is out of bounds.",
+            "device": "cpu",
+            "torch_version": "2.13.0",
+            "duration_ms": 12,
+            "expected": True,
+        },
+        "fixed": {
+            "outcome": "ok",
+            "stdout": "loss: 1.9",
+            "device": "cpu",
+            "torch_version": "2.13.0",
+            "duration_ms": 15,
+            "expected": True,
+        },
+    }
     for state, polls in (("queued", True), ("running", True), ("done", False)):
         run_id = add_run(app, SLUG, state=state, results=results if state == "done" else {})
         frag = client.get(f"/runs/{run_id}", headers=HX)
@@ -402,16 +479,31 @@ def test_gpu_entry_says_before_the_click_that_no_gpu_worker_is_there(client, app
     assert note and "needs a CUDA GPU" in note.get_text() and "skipped" in note.get_text()
     assert not soup(client.get(f"/e/{cpu_slug}")).select_one("#run-panel .gpu-needed")
     with Session(app.state.engine) as session:  # a GPU worker checks in: the warning goes
-        session.add(Worker(id="gpu-box", device="NVIDIA H100", torch_version="2.11", gpus=1, last_seen=utcnow()))
+        session.add(
+            Worker(id="gpu-box", device="NVIDIA H100", torch_version="2.11", gpus=1, last_seen=utcnow())
+        )
         session.commit()
     assert not soup(client.get(f"/e/{gpu_slug}")).select_one("#run-panel .gpu-needed")
 
 
-@pytest.mark.parametrize("broken, fixed, marked_broken, marked_fixed", [
-    ("a = 1\nb = f(a)\nprint(b)", "a = 1\nb = g(a)\nprint(b)", [1], [1]),
-    ("a = 1  # old comment\nprint(a)", "a = 1  # new comment\nprint(a)", [], []),  # comments are not changes
-    ("x = 1\ny = 2\nz = 3\nw = 4", "p = 1\nq = 2\nr = 3\nw = 4", [], []),  # mostly different: no marks at all
-])
+@pytest.mark.parametrize(
+    "broken, fixed, marked_broken, marked_fixed",
+    [
+        ("a = 1\nb = f(a)\nprint(b)", "a = 1\nb = g(a)\nprint(b)", [1], [1]),
+        (
+            "a = 1  # old comment\nprint(a)",
+            "a = 1  # new comment\nprint(a)",
+            [],
+            [],
+        ),  # comments are not changes
+        (
+            "x = 1\ny = 2\nz = 3\nw = 4",
+            "p = 1\nq = 2\nr = 3\nw = 4",
+            [],
+            [],
+        ),  # mostly different: no marks at all
+    ],
+)
 def test_changed_line_marks(broken, fixed, marked_broken, marked_fixed):
     from app.web.markup import diff_snippets
 

@@ -67,7 +67,10 @@ def test_curator_turns_a_missed_search_into_a_draft(page, team_server, artifacts
     sign_in(page, team_server)
     assert page.locator("#who").inner_text() == "admin" and page.locator("#nav-team").is_visible()
     row = page.locator("table.misses tr", has=page.locator("code.template", has_text="WarpCoreError"))
-    assert row.locator("code.template").inner_text() == "WarpCoreError: the warp core at _path_ breached after _num_ jumps"
+    assert (
+        row.locator("code.template").inner_text()
+        == "WarpCoreError: the warp core at _path_ breached after _num_ jumps"
+    )
     assert "quentin" not in page.content()
     row.locator("button", has_text="Create draft").click()
     page.wait_for_selector("#drafted")
@@ -111,7 +114,10 @@ def test_entry_page_shows_team_notes_and_takes_feedback_without_javascript(brows
         page.goto(f"{team_server.url}/e/{SLUG}")
         notes = page.locator("section.team-notes")
         assert notes.locator("h2").inner_text() == "Your team's notes"
-        assert notes.locator("code").inner_text() == "labels_v2.csv" and notes.locator("strong").inner_text() == "its"
+        assert (
+            notes.locator("code").inner_text() == "labels_v2.csv"
+            and notes.locator("strong").inner_text() == "its"
+        )
         page.locator("section.team-notes").scroll_into_view_if_needed()
         page.screenshot(path=str(artifacts / "team-entry-nojs.png"))
         page.locator("section.feedback button", has_text="This solved it").click()
@@ -126,7 +132,9 @@ def test_entry_page_shows_team_notes_and_takes_feedback_without_javascript(brows
 @pytest.mark.parametrize("trusted, signed_in", [("10.0.0.0/8", False), ("127.0.0.1/32", True)])
 def test_proxy_header_counts_only_from_a_trusted_address(browser, tmp_path, content_dir, trusted, signed_in):
     settings = make_settings(Path(tmp_path), content_dir, trusted_proxies=trusted)
-    context = browser.new_context(extra_http_headers={"X-Forwarded-User": "cora", "X-Forwarded-Groups": "curators"})
+    context = browser.new_context(
+        extra_http_headers={"X-Forwarded-User": "cora", "X-Forwarded-Groups": "curators"}
+    )
     page = context.new_page()
     try:
         with LiveServer(create_app(settings), free_port()) as server:
@@ -145,7 +153,9 @@ def test_team_pages_fit_a_phone(browser, team_server):
     page = context.new_page()
     try:
         page.request.post(team_server.url + "/api/search", data={"q": MISSED.replace("12", "13")})
-        page.request.post(team_server.url + "/api/feedback", data={"entry": SLUG, "verdict": "wrong", "q": TRACEBACK})
+        page.request.post(
+            team_server.url + "/api/feedback", data={"entry": SLUG, "verdict": "wrong", "q": TRACEBACK}
+        )
         wide = []
         for path in ("/sign-in", f"/e/{SLUG}"):
             page.goto(team_server.url + path)
