@@ -1,4 +1,7 @@
-"""Build the FastAPI app from settings. Nothing happens at import time but `app = create_app()`."""
+"""Build the FastAPI app from settings (`create_app`); nothing happens at import time.
+
+`pitfalls serve` builds it; any ASGI server can too: `uvicorn --factory app.main:create_app`.
+"""
 
 from __future__ import annotations
 
