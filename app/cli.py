@@ -127,7 +127,7 @@ class _Remote:
         self.base_url = url.rstrip("/")
         self.http = httpx.Client(base_url=self.base_url, timeout=30)
 
-    def _call(self, method: str, path: str, **kwargs) -> dict[str, Any]:
+    def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         import httpx
 
         try:
@@ -139,7 +139,8 @@ class _Remote:
             detail = r.json().get("detail") if "json" in r.headers.get("content-type", "") else r.text[:200]
             err.print(f"[red]{self.base_url} answered {r.status_code}:[/red] {detail}")
             raise typer.Exit(2)
-        return r.json()
+        body: dict[str, Any] = r.json()  # both endpoints answer a JSON object
+        return body
 
     def search(self, text: str) -> dict[str, Any]:
         return self._call("POST", "/api/search", json={"q": text})

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 import typer
 from rich.console import Console
 
 from .config import Settings
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
 
 out = Console()
 err = Console(stderr=True)
@@ -23,7 +28,7 @@ def current_settings() -> Settings:
     return root.obj
 
 
-def ready_engine(s: Settings):
+def ready_engine(s: Settings) -> Engine:
     """Migrate and sync, then hand back an engine (CLI commands work on a fresh machine)."""
     from . import content
     from .db import make_engine, migrate

@@ -151,7 +151,7 @@ class Settings(BaseSettings):
 
     @field_validator("team_content_dir", mode="before")
     @classmethod
-    def _unset_folder(cls, v):
+    def _unset_folder(cls, v: object) -> object:
         return None if v is None or (isinstance(v, str) and not v.strip()) else v
 
     def sqlite_path(self) -> Path | None:

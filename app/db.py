@@ -8,16 +8,21 @@ replicas on one database).
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import Engine, make_url
 from sqlmodel import Session, create_engine
 
 from .config import Settings
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 QUEUE_CHANNEL = "pitfalls_queue"  # NOTIFY on it when a run is queued; LISTENed to by every replica
@@ -57,7 +62,7 @@ def make_engine(settings: Settings) -> Engine:
     engine = create_engine(url, connect_args={"check_same_thread": False})
 
     @event.listens_for(engine, "connect")
-    def _pragmas(dbapi_conn, _record):  # noqa: ANN001
+    def _pragmas(dbapi_conn: sqlite3.Connection, _record: object) -> None:
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA foreign_keys=ON")
@@ -68,7 +73,7 @@ def make_engine(settings: Settings) -> Engine:
     return engine
 
 
-def alembic_config(settings: Settings):
+def alembic_config(settings: Settings) -> Config:
     """Alembic config pointing at our migrations folder and the settings' database."""
     from alembic.config import Config
 
@@ -118,7 +123,7 @@ class QueueListener:
     web process, which wakes its polls directly.
     """
 
-    def __init__(self, engine: Engine, wake: Callable[[], None]):
+    def __init__(self, engine: Engine, wake: Callable[[], object]):
         self.url = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
         self.wake = wake
         self._stop = threading.Event()
@@ -150,6 +155,6 @@ class QueueListener:
                 self._stop.wait(1.0)
 
 
-def queue_listener(engine: Engine, wake: Callable[[], None]) -> QueueListener | None:
+def queue_listener(engine: Engine, wake: Callable[[], object]) -> QueueListener | None:
     """A started listener on PostgreSQL, None on SQLite."""
     return QueueListener(engine, wake).start() if backend(engine) == "postgresql" else None

@@ -23,11 +23,11 @@ log = logging.getLogger("pitfalls.workers")
 class LocalWorkers:
     def __init__(self, settings: Settings, server_url: str, token: str):
         self.settings, self.server_url, self.token = settings, server_url, token
-        self.procs: list[subprocess.Popen | None] = [None] * settings.local_workers
+        self.procs: list[subprocess.Popen[bytes] | None] = [None] * settings.local_workers
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="local-workers", daemon=True)
 
-    def _spawn(self) -> subprocess.Popen:
+    def _spawn(self) -> subprocess.Popen[bytes]:
         cmd = [
             sys.executable,
             "-m",

@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi_offline import FastAPIOffline
 from sqlmodel import Session
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -35,7 +36,7 @@ def create_app(settings: Settings | None = None, *, worker_url: str | None = Non
     settings = settings or Settings()
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI):
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if settings.sync_on_start:
             with startup_lock(app.state.engine):  # replicas starting together take turns (PostgreSQL)
                 migrate(settings)
@@ -86,7 +87,7 @@ def create_app(settings: Settings | None = None, *, worker_url: str | None = Non
         return JSONResponse({"detail": errors}, status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(request: Request, exc: StarletteHTTPException):
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
         # browsers asking for a page that isn't there get the styled 404, API clients JSON
         if (
             exc.status_code == 404

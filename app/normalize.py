@@ -161,7 +161,7 @@ class Normalized:
     text: str
     tokens: list[str]
     aux: list[str]  # low-weight tokens: what was inside quotes
-    ignored: Counter = field(default_factory=Counter)
+    ignored: Counter[str] = field(default_factory=Counter)
 
 
 def clean(text: str) -> str:
@@ -181,12 +181,12 @@ def file_tokens(path: str) -> list[str]:
 
 def normalize(line: str) -> Normalized:
     """Replace numbers, sizes, shapes, paths, addresses, GPU names and quoted names by placeholders."""
-    ignored: Counter = Counter()
+    ignored: Counter[str] = Counter()
     aux: list[str] = []
     out = BOILERPLATE.sub(" ", line).strip() or line.strip()
     for placeholder, label, pattern in RULES:
 
-        def _sub(m: re.Match[str], placeholder=placeholder, label=label) -> str:
+        def _sub(m: re.Match[str], placeholder: str = placeholder, label: str = label) -> str:
             ignored[label] += 1
             if placeholder == "_q_":
                 quoted = m.group(1) or m.group(2) or m.group(3) or ""

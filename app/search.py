@@ -20,8 +20,10 @@ import re
 import threading
 from array import array
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from operator import itemgetter
+from typing import Any
 
 from rapidfuzz import fuzz, process
 from sqlalchemy.engine import Engine
@@ -145,7 +147,7 @@ class SearchResult:
     lines: list[str] = field(default_factory=list)
     ignored: dict[str, int] = field(default_factory=dict)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "query": self.query,
             "confident": self.confident,
@@ -160,7 +162,7 @@ class EntryTexts:
     context is compared with when entries tie."""
 
     def __init__(self, db: Reader):
-        df: Counter = Counter()
+        df: Counter[str] = Counter()
         bodies = db.entry_bodies()
         for body in bodies:
             df.update(set(WORD.findall(body.lower())))
@@ -220,8 +222,8 @@ class SignatureInfo:
 class SignatureIndex:
     """Token -> signature ids, with IDF, for every signature in the database."""
 
-    def __init__(self, rows):
-        postings: dict[str, array] = {}
+    def __init__(self, rows: Iterable[tuple[int, str, str]]):
+        postings: dict[str, array[int]] = {}
         n = 0
         for sid, tokens, aux in rows:
             n += 1
@@ -415,7 +417,7 @@ class Searcher:
     def _search(self, db: Reader, text: str, limit: int) -> SearchResult:
         index = self._refresh(db)
         ex = extract(text)
-        ignored: Counter = Counter()
+        ignored: Counter[str] = Counter()
         lines = []
         for (line, weight), group in zip(ex.lines, ex.groups, strict=True):
             n = normalize(line)

@@ -100,8 +100,13 @@ class SqliteReader(Reader):
         ).fetchall()
 
 
+# entries, average indexed length, each word's document frequency
+Stats = tuple[int, float, dict[str, int]]
+StatsCache = dict[str, tuple[str, Stats]]  # "stats": (content generation, its statistics)
+
+
 class PostgresReader(Reader):
-    def __init__(self, conn: Connection, cache: dict):
+    def __init__(self, conn: Connection, cache: StatsCache):
         self.conn, self.cache = conn, cache
         self._generation: str | None = None
 
@@ -164,13 +169,14 @@ class PostgresReader(Reader):
         scored.sort(key=lambda r: (-r[3], r[0]))
         return scored[:limit]
 
-    def stats(self) -> tuple[int, float, dict[str, int]]:
+    def stats(self) -> Stats:
         """Entries, average indexed length, and each word's document frequency (cached per generation)."""
         gen = self.generation()
         cached = self.cache.get("stats")
         if cached is None or cached[0] != gen:
             n = self.conn.execute(text("SELECT count(*) FROM entry_fts")).scalar_one()
-            df, total = {}, 0
+            df: dict[str, int] = {}
+            total = 0
             for word, ndoc, nentry in self.conn.execute(
                 text("SELECT word, ndoc, nentry FROM ts_stat('SELECT tsv FROM entry_fts')")
             ):
@@ -214,7 +220,7 @@ class SearchStore:
         self.engine = engine
         self.backend = engine.url.get_backend_name()
         self._local = threading.local()
-        self._cache: dict = {}  # PostgreSQL: free-text statistics of one content generation
+        self._cache: StatsCache = {}  # PostgreSQL: free-text statistics of one content generation
 
     @contextmanager
     def reader(self) -> Iterator[Reader]:

@@ -9,6 +9,7 @@ searches and actions. PostgreSQL's id sequences are moved past the copied ids.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import MetaData, func, inspect, select, text
 from sqlalchemy.engine import Engine
@@ -35,7 +36,7 @@ def _tables(engine: Engine) -> MetaData:
     return meta
 
 
-def _aware(row: dict) -> dict:
+def _aware(row: dict[str, Any]) -> dict[str, Any]:
     # SQLite keeps datetimes without a zone; they are UTC (models.utcnow)
     return {
         k: v.replace(tzinfo=UTC) if isinstance(v, datetime) and v.tzinfo is None else v

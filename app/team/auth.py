@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import ipaddress
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -26,6 +27,7 @@ from urllib.parse import quote
 
 from fastapi import HTTPException, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
+from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..config import Settings
@@ -92,14 +94,16 @@ def token_ok(settings: Settings, token: str) -> bool:
     )
 
 
-def _values(headers, name: str) -> list[str]:
+def _values(headers: Headers | Mapping[str, str], name: str) -> list[str]:
     """Every value of a header (a Starlette `Headers` keeps repeated ones; a dict has one)."""
-    if hasattr(headers, "getlist"):
+    if isinstance(headers, Headers):
         return headers.getlist(name)
     return [headers[name]] if headers.get(name) is not None else []
 
 
-def identify(settings: Settings, peer: str | None, headers, cookies) -> User | None:
+def identify(
+    settings: Settings, peer: str | None, headers: Headers | Mapping[str, str], cookies: Mapping[str, str]
+) -> User | None:
     """The signed-in user of a request, or None (anonymous)."""
     if trusted(settings, peer):
         names = _values(headers, settings.user_header)

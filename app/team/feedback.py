@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard, get_args
 
 from sqlalchemy import func
 from sqlmodel import Session, col, select
@@ -21,7 +21,12 @@ from .misses import error_lines
 from .models import Feedback
 
 Verdict = Literal["solved", "wrong"]
+VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
 MAX_COMMENT = 2000
+
+
+def is_verdict(text: str) -> TypeGuard[Verdict]:
+    return text in VERDICTS
 
 
 class FeedbackError(ValueError):

@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import logging
 import re
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import case, delete, select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy import Table, case, delete, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, col
 
 from ..config import Settings
 from ..models import utcnow
 from ..normalize import extract, normalize
 from .models import MissedSearch
+
+if TYPE_CHECKING:
+    from fastapi import Request
 
 log = logging.getLogger("pitfalls")
 MAX_LINES = 5
@@ -58,19 +62,21 @@ def error_lines(paste: str) -> list[str]:
     return seen
 
 
-def _upsert(engine: Engine):
+# the misses' table, for Core statements on a connection (SQLModel leaves `__table__` untyped)
+_MISSES: Table = MissedSearch.metadata.tables["missed_search"]
+
+
+def _upsert(engine: Engine, table: Table) -> postgresql.Insert | sqlite.Insert:
     """INSERT ... ON CONFLICT for this engine's dialect (SQLite and PostgreSQL both have it)."""
     if engine.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert  # noqa: PLC0415
-    else:
-        from sqlalchemy.dialects.sqlite import insert  # noqa: PLC0415
-    return insert
+        return postgresql.insert(table)
+    return sqlite.insert(table)
 
 
-def _being_typed(conn, template: str, now) -> tuple[int, str] | None:
+def _being_typed(conn: Connection, template: str, now: datetime) -> tuple[int, str] | None:
     """A one-off miss of the last TYPING_S seconds whose template this one extends or shortens:
     the live search asks as the user types, and "RuntimeError: CUDA err" is not a miss of its own."""
-    t = MissedSearch.__table__
+    t = _MISSES
     recent = conn.execute(
         select(t.c.id, t.c.template).where(t.c.count == 1, t.c.last_seen >= now - timedelta(seconds=TYPING_S))
     ).all()
@@ -101,7 +107,7 @@ def record(
     if not lines:
         return False
     template, example, now = lines[0], "\n".join(lines), utcnow()
-    t = MissedSearch.__table__
+    t = _MISSES
     with engine.begin() as conn:
         if typed := _being_typed(conn, template, now):
             id_, other = typed
@@ -115,7 +121,7 @@ def record(
                 )
                 return True
             conn.execute(delete(t).where(t.c.id == id_))  # the longer form exists already: count it there
-        stmt = _upsert(engine)(t).values(
+        stmt = _upsert(engine, t).values(
             template=template, example=example, count=1, first_seen=now, last_seen=now, best_slug=best
         )
         repeat = t.c.last_seen >= now - timedelta(seconds=REPEAT_S)
@@ -133,7 +139,7 @@ def record(
     return True
 
 
-def on_search(request, paste: str, result: dict[str, Any]) -> str:
+def on_search(request: Request, paste: str, result: dict[str, Any]) -> str:
     """The hook where searches are served (a search's `as_dict()` or the page's view of it): record
     the search when it missed, and hand back its normalised error lines (what a feedback form may
     carry back; never the paste). A failure to record never fails the search."""
@@ -157,7 +163,7 @@ def on_search(request, paste: str, result: dict[str, Any]) -> str:
 def prune(session: Session, settings: Settings) -> int:
     """Drop misses not seen within the retention period; the number dropped."""
     cutoff = utcnow() - timedelta(days=settings.misses_retention_days)
-    n = session.execute(delete(MissedSearch).where(col(MissedSearch.last_seen) < cutoff)).rowcount
+    n = session.exec(delete(MissedSearch).where(col(MissedSearch.last_seen) < cutoff)).rowcount
     session.commit()
     return n
 

@@ -23,7 +23,7 @@ from ..normalize import WORD, normalize
 _FORMATTER = HtmlFormatter(nowrap=True)
 
 
-def _highlight_fence(code: str, lang: str, _attrs) -> str:
+def _highlight_fence(code: str, lang: str, _attrs: str) -> str:
     try:
         lexer = get_lexer_by_name(lang or "text")
     except ClassNotFound:
@@ -135,7 +135,7 @@ def ignored_summary(ignored: dict[str, int]) -> str:
     return ", ".join(parts)
 
 
-def duration(ms) -> str:
+def duration(ms: float | None) -> str:
     """412 -> "412 ms"; 1530 -> "1.5 s"."""
     if ms is None:
         return ""
@@ -143,21 +143,22 @@ def duration(ms) -> str:
     return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
 
 
-def when(value) -> str:
+def when(value: datetime | str | None) -> str:
     """A stored time (aware, naive-UTC or ISO text) as "2025-11-22 11:03 UTC"."""
     if not value:
         return ""
     if isinstance(value, str):
+        text = value
         try:
-            value = datetime.fromisoformat(value)
+            value = datetime.fromisoformat(text)
         except ValueError:
-            return value
+            return text  # not a time: shown as it is
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def iso(value) -> str:
+def iso(value: datetime | str | None) -> str:
     """Machine-readable time for <time datetime=...>."""
     if not value:
         return ""

@@ -6,7 +6,7 @@ to the entry page, which refreshes itself (inside <noscript>) until the run is d
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -14,7 +14,7 @@ from sqlmodel import Session
 
 from .. import runs
 from ..models import Entry, Run
-from ..search import QueryError
+from ..search import QueryError, Searcher
 from ..team import auth, misses
 from . import page_data, queueing, team
 from .deps import RunId, SearcherDep, SessionDep
@@ -29,8 +29,8 @@ def home(request: Request, session: SessionDep) -> HTMLResponse:
     return render(request, "home", page_data.home(session))
 
 
-def _search(request: Request, searcher, session: Session, q: str) -> HTMLResponse:
-    context = {"q": q, "search": None, "error": "", "categories": []}
+def _search(request: Request, searcher: Searcher, session: Session, q: str) -> HTMLResponse:
+    context: dict[str, Any] = {"q": q, "search": None, "error": "", "categories": []}
     status = 200
     try:
         context["search"] = page_data.search(searcher, q)
@@ -107,7 +107,7 @@ def reproduce(slug: str, request: Request, session: SessionDep) -> Response:
     try:
         run = queueing.queue_run(request, session, e)
     except queueing.Refused as exc:  # the queue (or this client's share) is full: say so, with Retry-After
-        context = {"panel": page_data.panel(session, slug=slug, e=e, message=exc.message)}
+        context: dict[str, Any] = {"panel": page_data.panel(session, slug=slug, e=e, message=exc.message)}
         if not is_fragment(request):
             context |= {"entry": page_data.entry(session, e), "refresh_url": f"/e/{slug}"}
         return render(

@@ -120,7 +120,7 @@ def _feedback_form(
 ) -> Response:
     if choice:  # a search result's button: "slug:verdict"
         slug, _, verdict = choice.partition(":")
-    if verdict not in ("solved", "wrong"):
+    if not feedback.is_verdict(verdict):
         raise HTTPException(422, "verdict must be 'solved' or 'wrong'")
     e = session.get(Entry, slug)
     if e is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Request, Response
@@ -13,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sqlmodel import Session
 
 from .. import runs
+from ..models import Run
 from .deps import RunId, WorkerAuth
 
 router = APIRouter(prefix="/api/worker", tags=["workers"], dependencies=[WorkerAuth])
@@ -105,7 +107,7 @@ class ResultBody(LeaseRef):
     result: OutcomeIn
 
 
-def _try_lease(request: Request, info: WorkerInfo) -> dict | None:
+def _try_lease(request: Request, info: WorkerInfo) -> dict[str, Any] | None:
     settings = request.app.state.settings
     with Session(request.app.state.engine) as session:
         worker = runs.see_worker(session=session, info=info.model_dump())
@@ -143,7 +145,7 @@ async def lease(body: LeaseBody, request: Request) -> Any:
             pass
 
 
-def _leased_call(request: Request, fn, **kwargs) -> dict:
+def _leased_call(request: Request, fn: Callable[..., Run], **kwargs: Any) -> dict[str, Any]:
     with Session(request.app.state.engine) as session:
         try:
             run = fn(session=session, settings=request.app.state.settings, **kwargs)
@@ -153,13 +155,13 @@ def _leased_call(request: Request, fn, **kwargs) -> dict:
 
 
 @router.post("/runs/{run_id}/heartbeat")
-def heartbeat(run_id: RunId, body: LeaseRef, request: Request) -> dict:
+def heartbeat(run_id: RunId, body: LeaseRef, request: Request) -> dict[str, Any]:
     """Keep a lease alive while the snippets run."""
     return _leased_call(request, runs.heartbeat, run_id=run_id, lease=body.lease)
 
 
 @router.post("/runs/{run_id}/result")
-def result(run_id: RunId, body: ResultBody, request: Request) -> dict:
+def result(run_id: RunId, body: ResultBody, request: Request) -> dict[str, Any]:
     """Post one part's outcome (broken or fixed)."""
     return _leased_call(
         request,
