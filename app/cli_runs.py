@@ -9,7 +9,7 @@ import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.panel import Panel
@@ -19,11 +19,14 @@ from rich.table import Table
 from .cli_common import current_settings, err, out, ready_engine
 from .config import Settings
 from .content import ContentError, LoadedEntry, load_dir
-from .runs import PARTS, empty_outcome
-from .sandbox.contracts import make_job, verdict
+from .runs import PARTS, spec_snippets
+from .sandbox.contracts import Job, Outcome, blank, make_job, verdict
+
+if TYPE_CHECKING:
+    from .sandbox.pool import Pool
 
 
-def _pool(settings: Settings, size: int | None = None):
+def _pool(settings: Settings, size: int | None = None) -> Pool:
     from .sandbox.contracts import Limits
     from .sandbox.pool import Pool
 
@@ -32,25 +35,28 @@ def _pool(settings: Settings, size: int | None = None):
     return Pool(size=size, spare=min(settings.worker_spare, size), limits=limits)
 
 
-def _job(e: LoadedEntry, part: str) -> dict[str, Any] | None:
-    snippet = getattr(e.spec, part)
-    if snippet is None:
-        return None
-    return make_job(
-        snippet.code,
-        expect=snippet.expect.model_dump(exclude_none=True),
-        check=snippet.check if snippet.check is not None else e.spec.check,
-        requires=e.spec.requires.model_dump(),
-        fresh_process=e.spec.requires.fresh_process,
-    )
+def _jobs(e: LoadedEntry) -> dict[str, Job | None]:
+    """Each part's job, as the server's run of the entry would lease it (None: no such snippet)."""
+    requires = e.spec.requires
+    return {
+        part: None
+        if s is None
+        else make_job(
+            s["code"],
+            expect=s["expect"],
+            check=s["check"],
+            requires=requires.as_contract(),
+            fresh_process=requires.fresh_process,
+        )
+        for part, s in spec_snippets(e.spec).items()
+    }
 
 
-def run_entry(pool, e: LoadedEntry) -> dict[str, Any]:
+def run_entry(pool: Pool, e: LoadedEntry) -> dict[str, Any]:
     """Both snippets of one entry, and a verdict: pass, fail or skipped (never skipped as passed)."""
-    results = {}
-    for part in PARTS:
-        job = _job(e, part)
-        results[part] = pool.run(job) if job else empty_outcome("skipped", "no fixed snippet")
+    results: dict[str, Outcome] = {}
+    for part, job in _jobs(e).items():
+        results[part] = pool.run(job) if job else blank("skipped", "no fixed snippet")
     status, reason = verdict(results["broken"], results["fixed"])
     if status == "pass" and not e.spec.requires.reproducible:
         reason = "diagnostic ran"

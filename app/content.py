@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from sqlalchemy import delete, text
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
@@ -22,8 +30,16 @@ from .categories import CATEGORIES
 from .models import Entry, Meta, Signature, utcnow
 from .normalize import VERSION as NORMALIZE_VERSION
 from .normalize import normalize
+from .sandbox import contracts
 
 SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+# The validation context of an entry read back from the database (`Entry.spec`): its file was
+# validated in full when synced, so the snippets' syntax is not compiled again on every read.
+STORED = {"stored": True}
+
+
+def _stored(info: ValidationInfo) -> bool:
+    return bool(info.context and info.context.get("stored"))
 
 
 class Expect(BaseModel):
@@ -53,6 +69,17 @@ class Expect(BaseModel):
             raise ValueError(f"warning only goes with outcome 'warned', not {self.outcome!r}")
         return self
 
+    def as_contract(self) -> contracts.Expect:
+        """The sandbox's form (what `judge` reads): the keys that are set, as the file has them."""
+        out: contracts.Expect = {"outcome": self.outcome}
+        if self.exc_type is not None:
+            out["exc_type"] = self.exc_type
+        if self.warning is not None:
+            out["warning"] = self.warning
+        if self.match is not None:
+            out["match"] = self.match
+        return out
+
 
 class Snippet(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -62,7 +89,9 @@ class Snippet(BaseModel):
 
     @field_validator("code")
     @classmethod
-    def _compiles(cls, v: str) -> str:
+    def _compiles(cls, v: str, info: ValidationInfo) -> str:
+        if _stored(info):
+            return v
         try:
             compile(v, "snippet.py", "exec")
         except SyntaxError as exc:
@@ -77,6 +106,15 @@ class Requires(BaseModel):
     packages: list[str] = []
     fresh_process: bool = False
     reproducible: bool = True
+
+    def as_contract(self) -> contracts.Requires:
+        return {
+            "cuda": self.cuda,
+            "gpus": self.gpus,
+            "packages": list(self.packages),
+            "fresh_process": self.fresh_process,
+            "reproducible": self.reproducible,
+        }
 
 
 class EntryFile(BaseModel):
@@ -116,6 +154,24 @@ class EntryFile(BaseModel):
             raise ValueError("fixed is missing (only entries with requires.reproducible = false may omit it)")
         return self
 
+    @classmethod
+    def from_row(cls, e: Entry) -> EntryFile:
+        """A synced entry read back: its row's texts and `data` (what `entry_row` stored)."""
+        texts = {"title": e.title, "summary": e.summary, "cause": e.cause, "fix": e.fix}
+        return cls.model_validate({**e.data, **texts}, context=STORED)
+
+    def snippet(self, part: str) -> Snippet | None:
+        """The broken or the fixed snippet (None: an entry without a fixed one)."""
+        if part == "broken":
+            return self.broken
+        if part == "fixed":
+            return self.fixed
+        raise ValueError(f"no snippet part {part!r}")
+
+    def check_of(self, snippet: Snippet) -> str | None:
+        """The stdout check a snippet runs with: its own, else the entry's."""
+        return snippet.check if snippet.check is not None else self.check
+
 
 class ContentError(Exception):
     """A content file is wrong; the message names the file, the field and the problem."""
@@ -144,7 +200,7 @@ class SyncReport:
         )
 
 
-def _location(loc: tuple) -> str:
+def _location(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(p) for p in loc) or "(file)"
 
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import JSON, Column, ForeignKey, Index, Integer, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
+
+if TYPE_CHECKING:
+    from .content import EntryFile
 
 
 def utcnow() -> datetime:
@@ -26,6 +30,15 @@ class Entry(SQLModel, table=True):
     content_hash: str
     path: str
     updated_at: datetime = Field(default_factory=utcnow)
+
+    @cached_property
+    def spec(self) -> EntryFile:
+        """The entry read through its file's content model (`app.content.EntryFile`): typed, with
+        the file format's defaults. Validated once per loaded row (a sync writes rows, nothing
+        changes them); read entry data here, never from `data` itself."""
+        from .content import EntryFile  # noqa: PLC0415  (app.content imports this module)
+
+        return EntryFile.from_row(self)
 
 
 class Signature(SQLModel, table=True):

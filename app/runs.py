@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Mapping
 from datetime import timedelta
+from typing import Any, NotRequired, TypedDict
 
-from sqlalchemy import false, text, update
+from sqlalchemy import ColumnElement, false, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, func, select
+from sqlmodel import Session, col, func, select
 
 from .config import Settings
+from .content import EntryFile
 from .db import QUEUE_CHANNEL
 from .models import Entry, Meta, Result, Run, Worker, utcnow
+from .sandbox.contracts import Expect, Requires, blank
 
 PARTS = ("broken", "fixed")
 GPU_WORKER_FRESH_S = 60  # a GPU worker seen this recently gets the CUDA jobs
@@ -45,31 +49,56 @@ class LeaseLost(Exception):
     """The run is no longer leased to this worker (expired and requeued, or finished)."""
 
 
-def snippet_hash(snippet: dict | None) -> str:
+class SnippetJob(TypedDict):
+    """One snippet of a run's job: its code, what it must do, and the stdout check it runs with."""
+
+    code: str
+    expect: Expect | None
+    check: str | None
+
+
+class RunJob(TypedDict):
+    """What `Run.job` holds and a lease hands a worker (`app/sandbox/agent.py` reads it)."""
+
+    requires: Requires
+    fresh_process: bool
+    limits: dict[str, Any]  # the server's per-snippet limits (`Settings.limits`)
+    snippets: dict[str, SnippetJob | None]  # by part; None: the entry has no fixed snippet
+    client: NotRequired[str]  # whose share of the queue it counts against (`client_key`)
+    interrupted: NotRequired[bool]  # the server stopped while it ran
+
+
+def snippet_hash(snippet: Mapping[str, object] | None) -> str:
     return hashlib.sha256(repr(sorted((snippet or {}).items())).encode()).hexdigest()[:16]
 
 
-def entry_snippets(entry: Entry) -> dict[str, dict | None]:
+def spec_snippets(spec: EntryFile) -> dict[str, SnippetJob | None]:
     """Both snippets with their expectation and stdout check (the entry-level check as default)."""
-    data = entry.data
-    return {
-        part: None
-        if data.get(part) is None
-        else {
-            "code": data[part]["code"],
-            "expect": data[part].get("expect"),
-            "check": data[part].get("check", data.get("check")),
-        }
-        for part in PARTS
-    }
+    out: dict[str, SnippetJob | None] = {}
+    for part in PARTS:
+        snippet = spec.snippet(part)
+        out[part] = (
+            None
+            if snippet is None
+            else {
+                "code": snippet.code,
+                "expect": snippet.expect.as_contract(),
+                "check": spec.check_of(snippet),
+            }
+        )
+    return out
 
 
-def build_job(entry: Entry, settings: Settings) -> dict:
+def entry_snippets(entry: Entry) -> dict[str, SnippetJob | None]:
+    return spec_snippets(entry.spec)
+
+
+def build_job(entry: Entry, settings: Settings) -> RunJob:
     """What a worker needs to run an entry: both snippets, their expectations, requirements, limits."""
-    requires = entry.data.get("requires", {})
+    requires = entry.spec.requires
     return {
-        "requires": requires,
-        "fresh_process": bool(requires.get("fresh_process")),
+        "requires": requires.as_contract(),
+        "fresh_process": requires.fresh_process,
         "limits": settings.limits(),
         "snippets": entry_snippets(entry),
     }
@@ -117,7 +146,9 @@ def create_run(*, session: Session, entry: Entry, settings: Settings, client: st
                 "per client); try again when one has started",
                 mine,
             )
-    run = Run(entry_slug=entry.slug, job={**job, "client": client} if client else job)
+    if client:
+        job["client"] = client
+    run = Run(entry_slug=entry.slug, job=dict(job))
     session.add(run)
     if session.get_bind().dialect.name == "postgresql":
         session.execute(text("SELECT pg_notify(:channel, '')"), {"channel": QUEUE_CHANNEL})  # at commit
@@ -126,7 +157,7 @@ def create_run(*, session: Session, entry: Entry, settings: Settings, client: st
     return run
 
 
-def see_worker(*, session: Session, info: dict) -> Worker:
+def see_worker(*, session: Session, info: Mapping[str, Any]) -> Worker:
     """Record that a worker made contact (device, torch version, last contact)."""
     wid = str(info.get("id") or "unknown")[:200]
     for attempt in (1, 2):  # a worker's parallel long polls may both insert its first row
@@ -158,7 +189,7 @@ def expire_leases(*, session: Session, settings: Settings) -> int:
     process has just requeued and leased again is not requeued under its new worker.
     """
     now = utcnow()
-    stale_q = select(Run.id).where(Run.state == "running", Run.lease_expires < now)
+    stale_q = select(Run.id).where(Run.state == "running", col(Run.lease_expires) < now)
     found = session.exec(stale_q.limit(1)).first()  # the common case: one cheap read, nothing stale
     session.rollback()
     if found is None:
@@ -167,7 +198,7 @@ def expire_leases(*, session: Session, settings: Settings) -> int:
         _lock_queue(session)
     stale = session.exec(
         select(Run)
-        .where(Run.state == "running", Run.lease_expires < now)
+        .where(Run.state == "running", col(Run.lease_expires) < now)
         .with_for_update(skip_locked=True)
         .execution_options(populate_existing=True)
     ).all()
@@ -181,9 +212,9 @@ def expire_leases(*, session: Session, settings: Settings) -> int:
     return len(stale)
 
 
-def _gpu_job(requires_key: str):
+def _gpu_job(requires_key: str) -> ColumnElement[Any]:
     """The job's `requires.<key>` on both backends (JSON true/false or an int; missing is false/0)."""
-    field = Run.job[("requires", requires_key)]
+    field = col(Run.job)[("requires", requires_key)]
     if requires_key == "gpus":
         return func.coalesce(field.as_integer(), 0)
     return func.coalesce(field.as_boolean(), false())
@@ -209,11 +240,11 @@ def lease_run(*, session: Session, worker: Worker, settings: Settings) -> Run | 
     pick = select(Run.id).where(Run.state == "queued")
     if skip_gpu_jobs:
         pick = pick.where(_gpu_job("cuda") == false(), _gpu_job("gpus") == 0)
-    pick = pick.order_by(Run.id).limit(1).with_for_update(skip_locked=True)
+    pick = pick.order_by(col(Run.id)).limit(1).with_for_update(skip_locked=True)
     now = utcnow()
     row = session.execute(
         update(Run)
-        .where(Run.id == pick.scalar_subquery())
+        .where(col(Run.id) == pick.scalar_subquery())
         .values(
             state="running",
             lease=secrets.token_urlsafe(16),
@@ -222,7 +253,7 @@ def lease_run(*, session: Session, worker: Worker, settings: Settings) -> Run | 
             attempts=Run.attempts + 1,
             started_at=now,
         )
-        .returning(Run.id)
+        .returning(col(Run.id))
         .execution_options(synchronize_session=False)
     ).first()
     session.commit()
@@ -246,7 +277,7 @@ def heartbeat(*, session: Session, run_id: int, lease: str, settings: Settings) 
 
 
 def submit_result(
-    *, session: Session, run_id: int, lease: str, part: str, result: dict, settings: Settings
+    *, session: Session, run_id: int, lease: str, part: str, result: dict[str, Any], settings: Settings
 ) -> Run:
     """Store one part's outcome; the run is done once both parts are in."""
     run = _leased(session, run_id, lease)
@@ -260,7 +291,7 @@ def submit_result(
     return run
 
 
-def _remember(session: Session, run: Run, part: str, result: dict) -> None:
+def _remember(session: Session, run: Run, part: str, result: dict[str, Any]) -> None:
     remember(
         session,
         slug=run.entry_slug,
@@ -272,20 +303,32 @@ def _remember(session: Session, run: Run, part: str, result: dict) -> None:
 
 
 def remember(
-    session: Session, *, slug: str, part: str, snippet: dict | None, result: dict, run_id: int | None = None
+    session: Session,
+    *,
+    slug: str,
+    part: str,
+    snippet: Mapping[str, object] | None,
+    result: dict[str, Any],
+    run_id: int | None = None,
 ) -> None:
     """Keep the latest outcome per snippet hash, torch version and device for the pages (runs and
     `pitfalls verify` both record here)."""
     if result.get("outcome") == "skipped" and "no fixed snippet" in (result.get("reason") or ""):
         return
-    key = dict(
-        entry_slug=slug,
-        part=part,
-        snippet_hash=snippet_hash(snippet),
-        torch_version=str(result.get("torch_version") or "unknown"),
-        device=str(result.get("device") or "unknown"),
+    h = snippet_hash(snippet)
+    torch_version = str(result.get("torch_version") or "unknown")
+    device = str(result.get("device") or "unknown")
+    row = session.exec(
+        select(Result).where(
+            Result.entry_slug == slug,
+            Result.part == part,
+            Result.snippet_hash == h,
+            Result.torch_version == torch_version,
+            Result.device == device,
+        )
+    ).first() or Result(
+        entry_slug=slug, part=part, snippet_hash=h, torch_version=torch_version, device=device, outcome={}
     )
-    row = session.exec(select(Result).filter_by(**key)).first() or Result(**key, outcome={})
     row.outcome, row.expected, row.run_id, row.recorded_at = result, result.get("expected"), run_id, utcnow()
     session.add(row)
 
@@ -293,7 +336,9 @@ def remember(
 def _finish_missing(run: Run, reason: str) -> None:
     results = dict(run.results)
     for part in PARTS:
-        results.setdefault(part, empty_outcome("crashed", reason))
+        # no worker's outcome: it did not do what the entry says (the API's OutcomeOut and the
+        # outcome card default the output fields a worker would have sent: stdout, stderr, ...)
+        results.setdefault(part, blank("crashed", reason, expected=False))
     run.results, run.state, run.finished_at, run.lease, run.lease_expires = (
         results,
         "done",
@@ -324,39 +369,21 @@ def mark_interrupted(*, session: Session) -> int:
 
 def latest_results(*, session: Session, entry: Entry) -> dict[str, Result]:
     """The newest stored outcome of each of the entry's current snippets, if any."""
-    out = {}
+    out: dict[str, Result] = {}
+    snippets = entry_snippets(entry)
     for part in PARTS:
-        h = snippet_hash(entry_snippets(entry)[part])
+        h = snippet_hash(snippets[part])
         row = session.exec(
             select(Result)
             .where(Result.entry_slug == entry.slug, Result.part == part, Result.snippet_hash == h)
-            .order_by(Result.recorded_at.desc())
+            .order_by(col(Result.recorded_at).desc())
         ).first()
         if row:
             out[part] = row
     return out
 
 
-def empty_outcome(outcome: str, reason: str) -> dict:
-    """An outcome with every contract field present, for results no worker produced."""
-    return {
-        "outcome": outcome,
-        "exc_type": None,
-        "message": None,
-        "traceback": None,
-        "warnings": [],
-        "stdout": "",
-        "stderr": "",
-        "truncated": False,
-        "duration_ms": 0,
-        "device": None,
-        "torch_version": None,
-        "expected": None if outcome == "skipped" else False,
-        "reason": reason,
-    }
-
-
-def run_public(run: Run) -> dict:
+def run_public(run: Run) -> dict[str, Any]:
     return {
         "id": run.id,
         "entry": run.entry_slug,

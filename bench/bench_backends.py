@@ -34,6 +34,7 @@ from app import content, runs  # noqa: E402
 from app.config import Settings  # noqa: E402
 from app.db import make_engine, migrate  # noqa: E402
 from app.models import Entry  # noqa: E402
+from app.sandbox.contracts import blank  # noqa: E402
 from app.search import Searcher  # noqa: E402
 from app.search_store import SearchStore  # noqa: E402
 from bench.bench_search import QUERIES, pct  # noqa: E402
@@ -47,7 +48,7 @@ FREE_TEXT = [
     ["optimizer", "step", "before", "scheduler"],
     ["gradient", "none"],
 ]
-OUTCOME = {**runs.empty_outcome("ok", "bench"), "expected": True, "device": "cpu", "torch_version": "2.13.0"}
+OUTCOME = {**blank("ok", "bench"), "expected": True, "device": "cpu", "torch_version": "2.13.0"}
 
 
 def search_ms(engine, settings: Settings, rounds: int) -> list[float]:

@@ -11,6 +11,7 @@ from app import runs
 from app.config import Settings
 from app.db import make_engine, migrate
 from app.models import Entry, Run, utcnow
+from app.sandbox.contracts import blank
 from tests.conftest import ROOT
 
 
@@ -39,7 +40,7 @@ def test_runs_lease_result_and_latest(db):
         assert leased.id == run.id and leased.state == "running" and leased.attempts == 1
         assert runs.lease_run(session=s, worker=_worker(s, "w2"), settings=settings) is None
         out = {
-            **runs.empty_outcome("raised", "ok"),
+            **blank("raised", "ok"),
             "expected": True,
             "device": "cpu",
             "torch_version": "2.13.0",

@@ -13,7 +13,7 @@ from .. import runs
 from ..categories import CATEGORIES
 from ..content import Requires
 from ..models import Entry, Run, Worker
-from ..search import QueryError
+from ..search import QueryError, Searcher
 from ..team import auth, misses
 from . import page_data, queueing
 from .deps import RunId, SearcherDep, SessionDep
@@ -123,11 +123,11 @@ def entry_out(e: Entry) -> dict[str, Any]:
         "title": e.title,
         "category": e.category,
         "summary": e.summary,
-        "requires": Requires(**e.data.get("requires", {})).model_dump(),
+        "requires": e.spec.requires.model_dump(),
     }
 
 
-def _search(searcher, q: str, request: Request) -> dict[str, Any]:
+def _search(searcher: Searcher, q: str, request: Request) -> dict[str, Any]:
     try:
         result = searcher.search(q).as_dict()
     except QueryError as exc:
@@ -181,7 +181,7 @@ def get_entry(session: Session, slug: str) -> Entry:
 def entry_detail(slug: str, session: SessionDep) -> dict[str, Any]:
     """One entry in full, with its latest recorded outcomes."""
     e = get_entry(session, slug)
-    d = e.data
+    spec = e.spec
     latest = {
         part: r.outcome | {"recorded_at": r.recorded_at.isoformat()}
         for part, r in runs.latest_results(session=session, entry=e).items()
@@ -190,11 +190,11 @@ def entry_detail(slug: str, session: SessionDep) -> dict[str, Any]:
         **entry_out(e),
         "cause": e.cause,
         "fix": e.fix,
-        "signatures": d.get("signatures", []),
-        "tags": d.get("tags", []),
-        "torch": d.get("torch", ""),
-        "sources": d.get("sources", []),
-        "seeds": d.get("seeds", []),
+        "signatures": spec.signatures,
+        "tags": spec.tags,
+        "torch": spec.torch,
+        "sources": spec.sources,
+        "seeds": spec.seeds,
         "snippets": runs.entry_snippets(e),
         "latest": latest,
     }

@@ -7,13 +7,15 @@ fragment are rendered from the same dict (STYLE.md item 8).
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import timedelta
+from collections.abc import Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlmodel import Session, col, func, select
 
 from .. import runs
 from ..categories import CATEGORIES
+from ..content import Expect, Requires
 from ..models import Entry, Result, Run, Worker, utcnow
 from ..search import Searcher
 from . import markup
@@ -67,7 +69,7 @@ def badge(entry: Entry, latest: dict[str, Result]) -> dict[str, Any]:
         return {"state": "none", "label": "not yet run", "detail": "No stored run for the current snippets."}
     newest = max(latest.values(), key=lambda r: r.recorded_at)
     where = f"{newest.device} · torch {newest.torch_version} · {markup.when(newest.recorded_at)}"
-    has_fixed = entry.data.get("fixed") is not None
+    has_fixed = entry.spec.fixed is not None
     expected = [latest[p].expected for p in runs.PARTS if p in latest]
     if any(x is False for x in expected):
         return {"state": "fail", "label": "failed", "detail": f"did not behave as described on {where}"}
@@ -88,22 +90,21 @@ def category(session: Session, name: str) -> dict[str, Any] | None:
                 "slug": e.slug,
                 "title": e.title,
                 "summary": markup.markdown_inline(e.summary),
-                "needs": needs(e.data.get("requires", {})),
+                "needs": needs(e.spec.requires),
                 "badge": badge(e, runs.latest_results(session=session, entry=e)),
             }
         )
     return {"name": name, "title": title, "description": description, "entries": items}
 
 
-def needs(requires: dict[str, Any]) -> list[str]:
+def needs(requires: Requires) -> list[str]:
     """Short requirement tags: "CUDA GPU", "2 GPUs", "onnx"."""
     tags = []
-    gpus = int(requires.get("gpus") or 0)
-    if gpus > 1:
-        tags.append(f"{gpus} GPUs")
-    elif requires.get("cuda") or gpus == 1:
+    if requires.gpus > 1:
+        tags.append(f"{requires.gpus} GPUs")
+    elif requires.cuda or requires.gpus == 1:
         tags.append("CUDA GPU")
-    tags.extend(requires.get("packages") or [])
+    tags.extend(requires.packages)
     return tags
 
 
@@ -146,30 +147,26 @@ def search(searcher: Searcher, q: str) -> dict[str, Any]:
 
 
 # -- entries and runs ------------------------------------------------------------------------------
-def _expect_text(expect: dict[str, Any] | None) -> str:
-    if not expect:
-        return ""
-    outcome = expect.get("outcome", "")
-    if outcome == "raised":
-        text = f"should raise {expect.get('exc_type', 'an exception')}"
-    elif outcome == "warned":
-        text = f"should warn ({expect.get('warning', 'a warning')})"
-    elif outcome == "wrong":
+def _expect_text(expect: Expect) -> str:
+    if expect.outcome == "raised":
+        text = f"should raise {expect.exc_type or 'an exception'}"
+    elif expect.outcome == "warned":
+        text = f"should warn ({expect.warning or 'a warning'})"
+    elif expect.outcome == "wrong":
         text = "should finish with a silently wrong result"
     else:
         text = "should finish cleanly"
-    if expect.get("match"):
-        text += f" matching “{expect['match']}”"
+    if expect.match:
+        text += f" matching “{expect.match}”"
     return text
 
 
 def entry(session: Session, e: Entry) -> dict[str, Any]:
     """Everything the entry page shows except the run panel."""
-    d = e.data
-    snippets = runs.entry_snippets(e)
-    broken, fixed = snippets["broken"], snippets["fixed"]
-    left, right = markup.diff_snippets(broken["code"], fixed["code"] if fixed else "")
-    requires = d.get("requires", {})
+    spec = e.spec
+    broken, fixed = spec.broken, spec.fixed
+    left, right = markup.diff_snippets(broken.code, fixed.code if fixed else "")
+    requires = spec.requires
     return {
         "slug": e.slug,
         "title": e.title,
@@ -178,20 +175,20 @@ def entry(session: Session, e: Entry) -> dict[str, Any]:
         "summary": markup.markdown(e.summary),
         "cause": markup.markdown(e.cause),
         "fix": markup.markdown(e.fix),
-        "signatures": d.get("signatures", []),
-        "tags": d.get("tags", []),
-        "torch": d.get("torch", ""),
-        "sources": d.get("sources", []),
+        "signatures": spec.signatures,
+        "tags": spec.tags,
+        "torch": spec.torch,
+        "sources": spec.sources,
         "needs": needs(requires),
-        "fresh_process": bool(requires.get("fresh_process")),
-        "reproducible": requires.get("reproducible", True),
-        "broken": {"lines": left, "expect": _expect_text(broken.get("expect"))},
-        "fixed": {"lines": right, "expect": _expect_text(fixed.get("expect"))} if fixed else None,
+        "fresh_process": requires.fresh_process,
+        "reproducible": requires.reproducible,
+        "broken": {"lines": left, "expect": _expect_text(broken.expect)},
+        "fixed": {"lines": right, "expect": _expect_text(fixed.expect)} if fixed else None,
         "badge": badge(e, runs.latest_results(session=session, entry=e)),
     }
 
 
-def outcome(part: str, o: dict[str, Any], at) -> dict[str, Any]:
+def outcome(part: str, o: Mapping[str, Any], at: datetime | None) -> dict[str, Any]:
     """One snippet's outcome, every optional field defaulted, for the outcome card."""
     return {
         "part": part,
@@ -225,15 +222,15 @@ def _workers_connected(session: Session, *, gpus: int = 0) -> bool:
 
 
 def _gpus_needed(e: Entry) -> int:
-    requires = e.data.get("requires") or {}
-    return max(int(requires.get("gpus") or 0), 1 if requires.get("cuda") else 0)
+    requires = e.spec.requires
+    return max(requires.gpus, 1 if requires.cuda else 0)
 
 
 def panel(
     session: Session, *, slug: str, e: Entry | None, run: Run | None = None, message: str = ""
 ) -> dict[str, Any]:
     """The outcomes panel: a run's state and results, or the latest stored outcomes of the entry."""
-    out = {
+    out: dict[str, Any] = {
         "slug": slug,
         "can_run": e is not None,
         "run": None,

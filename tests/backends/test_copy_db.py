@@ -11,6 +11,7 @@ from app.cli import cli
 from app.config import Settings
 from app.db import make_engine
 from app.models import Entry, Result, Run, Worker
+from app.sandbox.contracts import blank
 from app.team.models import Feedback
 from tests.conftest import ROOT, _synced_database
 
@@ -30,7 +31,7 @@ def sqlite_with_history(request, tmp_path):
         )
         leased = runs.lease_run(session=s, worker=worker, settings=settings)
         out = {
-            **runs.empty_outcome("raised", "as expected"),
+            **blank("raised", "as expected"),
             "expected": True,
             "device": "cuda",
             "torch_version": "2.13.0",

@@ -13,6 +13,7 @@ from sqlmodel import Session
 
 from app import runs
 from app.models import Entry, Result, Run, utcnow
+from app.sandbox.contracts import blank
 
 REPO = Path(__file__).resolve().parents[2]
 CONTENT = REPO / "content"
@@ -53,7 +54,7 @@ def add_result(app, slug: str, part: str, outcome: dict, *, expected: bool | Non
     with Session(app.state.engine) as session:
         entry = session.get(Entry, slug)
         snippet = runs.entry_snippets(entry)[part]
-        full = {**runs.empty_outcome(outcome.get("outcome", "ok"), ""), "expected": expected, **outcome}
+        full = {**blank(outcome.get("outcome", "ok"), ""), "expected": expected, **outcome}
         session.add(
             Result(
                 entry_slug=slug,
