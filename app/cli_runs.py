@@ -20,7 +20,7 @@ from .cli_common import current_settings, err, out, ready_engine
 from .config import Settings
 from .content import ContentError, LoadedEntry, load_dir
 from .runs import PARTS, spec_snippets
-from .sandbox.contracts import Job, Outcome, blank, make_job, verdict
+from .sandbox.contracts import Job, blank, make_job, verdict
 
 if TYPE_CHECKING:
     from .sandbox.pool import Pool
@@ -54,9 +54,9 @@ def _jobs(e: LoadedEntry) -> dict[str, Job | None]:
 
 def run_entry(pool: Pool, e: LoadedEntry) -> dict[str, Any]:
     """Both snippets of one entry, and a verdict: pass, fail or skipped (never skipped as passed)."""
-    results: dict[str, Outcome] = {}
-    for part, job in _jobs(e).items():
-        results[part] = pool.run(job) if job else blank("skipped", "no fixed snippet")
+    results = {
+        part: pool.run(job) if job else blank("skipped", "no fixed snippet") for part, job in _jobs(e).items()
+    }
     status, reason = verdict(results["broken"], results["fixed"])
     if status == "pass" and not e.spec.requires.reproducible:
         reason = "diagnostic ran"
