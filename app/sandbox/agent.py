@@ -25,8 +25,10 @@ import sys
 import threading
 import time
 import urllib.parse
+from types import FrameType
+from typing import Any, TypedDict
 
-from .contracts import WORKER_CONCURRENCY, WORKER_SPARE, Limits, blank, make_job
+from .contracts import WORKER_CONCURRENCY, WORKER_SPARE, Limits, Outcome, blank, make_job
 from .execute import finish
 from .pool import Pool, PoolClosed
 
@@ -37,6 +39,17 @@ class AuthError(RuntimeError):
     """The server refused our token."""
 
 
+class WorkerInfo(TypedDict):
+    """What this worker tells the server with each lease request."""
+
+    id: str
+    device: str
+    torch_version: str | None
+    gpus: int
+    hostname: str
+    concurrency: int
+
+
 class _Client:
     """JSON over HTTP(S) with a bearer token; in-flight long polls can be aborted."""
 
@@ -44,16 +57,17 @@ class _Client:
         self.url = urllib.parse.urlsplit(server.rstrip("/"))
         if self.url.scheme not in ("http", "https") or not self.url.hostname:
             raise ValueError(f"not an http(s) URL: {server!r}")
+        self.host: str = self.url.hostname
         self.token = token
         self._live: set[http.client.HTTPConnection] = set()
         self._lock = threading.Lock()
 
     def post(
-        self, path: str, body: dict, *, timeout: float, abortable: bool = False
-    ) -> tuple[int, dict | None]:
-        """POST JSON; return (status, JSON body or None). Network trouble raises OSError."""
+        self, path: str, body: dict[str, Any], *, timeout: float, abortable: bool = False
+    ) -> tuple[int, object]:
+        """POST JSON; return (status, the JSON body, None if none). Network trouble raises OSError."""
         cls = http.client.HTTPSConnection if self.url.scheme == "https" else http.client.HTTPConnection
-        conn = cls(self.url.hostname, self.url.port, timeout=timeout)
+        conn = cls(self.host, self.url.port, timeout=timeout)
         if abortable:
             with self._lock:
                 self._live.add(conn)
@@ -113,7 +127,7 @@ class Agent:
         self,
         client: _Client,
         pool: Pool,
-        worker: dict,
+        worker: WorkerInfo,
         *,
         stop: threading.Event,
         abandon: threading.Event,
@@ -167,7 +181,8 @@ class Agent:
             except Exception:  # one bad job must not end the worker
                 log.exception("run %s failed in the agent", body.get("run_id"))
 
-    def job(self, lease: dict) -> None:
+    def job(self, lease: dict[str, Any]) -> None:
+        """Run a leased job's parts and post each outcome (`lease`: the server's JSON)."""
         run_id, token = lease["run_id"], lease["lease"]
         lease_s = float(lease.get("lease_s") or 60)
         cancel, beat_stop = threading.Event(), threading.Event()
@@ -188,7 +203,8 @@ class Agent:
                         blank(
                             "skipped",
                             f"no {part} snippet",
-                            **{k: v for k, v in self.worker.items() if k in ("device", "torch_version")},
+                            device=self.worker["device"],
+                            torch_version=self.worker["torch_version"],
                         ),
                         stdout="",
                         stderr="",
@@ -240,7 +256,7 @@ class Agent:
                 return
 
     def _post_result(
-        self, run_id: int, token: str, part: str, outcome: dict, lease_s: float, cancel: threading.Event
+        self, run_id: int, token: str, part: str, outcome: Outcome, lease_s: float, cancel: threading.Event
     ) -> bool:
         """Deliver one part; retry network errors until the lease must have expired."""
         backoff, give_up = _Backoff(), time.monotonic() + max(30.0, 2 * lease_s)
@@ -291,7 +307,7 @@ def serve(
     try:
         pool.start(wait=False)
         facts = pool.info()
-        worker = {
+        worker: WorkerInfo = {
             "id": f"{socket.gethostname()}-{os.getpid()}",
             "device": facts["device"],
             "torch_version": facts["torch_version"],
@@ -339,7 +355,7 @@ def _parse_limits(pairs: list[str]) -> Limits:
     import dataclasses
 
     fields = {f.name: f for f in dataclasses.fields(Limits)}
-    values = {}
+    values: dict[str, Any] = {}  # each converted to its field's type below
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or key not in fields:
@@ -363,6 +379,10 @@ def _die_with(parent: int, stop: threading.Event, abandon: threading.Event) -> N
             abandon.set()
             return
         time.sleep(0.25)
+
+
+def _log_thread_death(a: threading.ExceptHookArgs) -> None:
+    log.error("thread %s died", a.thread.name if a.thread else "?", exc_info=a.exc_value)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -399,14 +419,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--token is required (or set PITFALLS_WORKER_TOKEN)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # a background thread (pool replenisher, heartbeat, parent watch) that dies says so in the log
-    threading.excepthook = lambda a: log.error(
-        "thread %s died",
-        a.thread.name if a.thread else "?",
-        exc_info=(a.exc_type, a.exc_value, a.exc_traceback),
-    )
+    threading.excepthook = _log_thread_death
     stop, abandon = threading.Event(), threading.Event()
 
-    def on_signal(signum, _frame):
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
         if stop.is_set():
             log.warning("second %s: abandoning the jobs in hand", signal.Signals(signum).name)
             abandon.set()

@@ -15,6 +15,8 @@ import re
 import signal
 import time
 
+from .contracts import Protection
+
 ENV_BASE = "PITFALLS_SANDBOX_CGROUP"  # a delegated, empty v2 cgroup to put runs under
 _managers = itertools.count(1)  # several pools in one process must not share a base cgroup
 
@@ -167,7 +169,7 @@ class Cgroup:
         return 0
 
     def pids(self) -> list[int]:
-        out = set()
+        out: set[int] = set()
         for f in self.procs_files:
             out.update(int(p) for p in _read(f).split())
         return sorted(out)
@@ -295,7 +297,7 @@ class CgroupManager:
         for d in dict.fromkeys(self.base.values()):
             _remove_runs(d, tries=100)
 
-    def enforced(self) -> dict:
+    def enforced(self) -> dict[str, Protection]:
         on = self.kind is not None
         return {
             "memory": {"enforced": on, "how": self.reason if on else f"not enforced: {self.reason}"},

@@ -14,15 +14,26 @@ import tempfile
 import time
 import tomllib
 from pathlib import Path
+from typing import Any, TypedDict
 
-from .contracts import Limits, verdict
+from .contracts import Limits, Outcome, as_outcome, verdict
 from .execute import finish
 from .requirements import unmet
 
 MAX_OUTPUT = Limits().max_output_bytes  # the same cap as a pool run's
+PARTS = ("broken", "fixed")
 
 
-def run_cold(code: str, *, timeout: float = 120, env: dict | None = None) -> dict:
+class Row(TypedDict):
+    """One file's line of the JSON report (PITFALLS_CHECK_JSON)."""
+
+    file: str
+    broken: Outcome
+    fixed: Outcome
+    status: str
+
+
+def run_cold(code: str, *, timeout: float = 120, env: dict[str, str] | None = None) -> Outcome:
     """Run one snippet in a fresh interpreter and return its raw outcome."""
     with tempfile.TemporaryDirectory(prefix="pitfalls-check-") as tmp:
         job, res = os.path.join(tmp, "job.json"), os.path.join(tmp, "result.json")
@@ -46,19 +57,26 @@ def run_cold(code: str, *, timeout: float = 120, env: dict | None = None) -> dic
                 "stderr": "",
                 "duration_ms": timeout * 1000,
             }
-        out = {"stdout": proc.stdout.decode(errors="replace"), "stderr": proc.stderr.decode(errors="replace")}
+        stdout, stderr = proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
         if not os.path.exists(res):
             return {
                 "outcome": "crashed",
                 "reason": f"exit code {proc.returncode}",
                 "warnings": [],
                 "duration_ms": round((time.perf_counter() - start) * 1000),
-                **out,
+                "stdout": stdout,
+                "stderr": stderr,
             }
-        return {**json.loads(Path(res).read_text()), **out}
+        try:
+            result = as_outcome(json.loads(Path(res).read_text()))
+        except ValueError as exc:  # the snippet wrote over its result file
+            result = {"outcome": "crashed", "reason": f"a malformed result file: {exc}", "warnings": []}
+        result["stdout"], result["stderr"] = stdout, stderr
+        return result
 
 
-def check_snippet(snippet: dict | None, entry: dict) -> dict:
+def check_snippet(snippet: dict[str, Any] | None, entry: dict[str, Any]) -> Outcome:
+    """Run one part of an entry (as read from its TOML file) cold, and judge it."""
     if snippet is None:
         return {"outcome": "skipped", "reason": "no snippet", "expected": None}
     why = unmet(entry.get("requires", {}))
@@ -98,25 +116,23 @@ def main(argv: list[str]) -> int:
     paths = [Path(p) for p in argv] or [Path("content")]
     files = sorted(f for p in paths for f in ([p] if p.is_file() else p.rglob("*.toml")))
     failed = 0
-    report = []
+    report: list[Row] = []
     files = [f for f in files if f.name != "seed-inventory.toml"]
     for f in files:
         entry = tomllib.loads(f.read_text())
-        row = {"file": str(f)}
         problem = _schema_problem(f)
         if problem:
             failed += 1
             print(f"fail    {f}\n        schema: {problem}", file=sys.stderr)
             continue
-        for part in ("broken", "fixed"):
-            row[part] = check_snippet(entry.get(part), entry)
-        status, _ = verdict(row["broken"], row["fixed"])
+        outcomes = {part: check_snippet(entry.get(part), entry) for part in PARTS}
+        status, _ = verdict(outcomes["broken"], outcomes["fixed"])
         failed += status == "fail"
-        row["status"] = status
-        report.append(row)
+        report.append(
+            {"file": str(f), "broken": outcomes["broken"], "fixed": outcomes["fixed"], "status": status}
+        )
         print(f"{status:7} {f}", file=sys.stderr)
-        for part in ("broken", "fixed"):
-            r = row[part]
+        for part, r in outcomes.items():
             if r["expected"] is False or "-v" in os.environ.get("PITFALLS_CHECK", ""):
                 print(f"        {part}: {r['outcome']} — {r.get('reason')}", file=sys.stderr)
                 if r.get("outcome") in ("raised", "crashed") and r["expected"] is False:

@@ -15,8 +15,10 @@ import signal
 import socket
 import sys
 import time
+from typing import Final
 
 from . import wire
+from .contracts import Outcome
 
 
 def reset(ctl_fd: int, other_fds: tuple[int, ...]) -> None:
@@ -49,7 +51,7 @@ def _warm(level: str, gpus: int, fraction: float) -> str:
         F.conv2d(torch.ones(1, 3, 8, 8), torch.ones(4, 3, 3, 3)).sum().item()
     if not gpus:
         return "cpu"
-    torch.cuda.init()
+    torch.cuda.init()  # type: ignore[no-untyped-call]  # unannotated in torch
     for i in range(gpus):
         torch.cuda.set_per_process_memory_fraction(fraction, i)
     if level == "full":  # context + cuBLAS and cuDNN handles
@@ -60,7 +62,7 @@ def _warm(level: str, gpus: int, fraction: float) -> str:
     return torch.cuda.get_device_name(0)
 
 
-def warm_child(sock: socket.socket, req: dict, gpus: int) -> None:
+def warm_child(sock: socket.socket, req: wire.Message, gpus: int) -> None:
     """A single-use sandbox: warm up, report ready, wait for ONE job, run it, report, die."""
     from . import isolate
 
@@ -100,7 +102,7 @@ def warm_child(sock: socket.socket, req: dict, gpus: int) -> None:
 
 
 def _run_job(
-    sock: socket.socket, job: dict, fds: list[int], *, gpus: int, fraction: float, net: bool
+    sock: socket.socket, job: wire.Message, fds: list[int], *, gpus: int, fraction: float, net: bool
 ) -> None:
     import tempfile
 
@@ -136,20 +138,23 @@ def _run_job(
 
 # Bound at import: what the child needs after the snippet, in case the snippet patches `os`.
 _open, _dup2, _exit, _killpg = os.open, os.dup2, os._exit, os.killpg
+_CAPPED: Final = ("message", "traceback")  # the result's own long texts
 
 
-def _report(sock: socket.socket, result: dict, *, cap: int) -> None:
+def _report(sock: socket.socket, result: Outcome, *, cap: int) -> None:
     for stream in (sys.__stdout__, sys.__stderr__, sys.stdout, sys.stderr):
         try:
-            stream.flush()
+            if stream is not None:  # sys.__stdout__ is None when Python started without one
+                stream.flush()
         except Exception:  # noqa: BLE001, S110 - the snippet may have closed or replaced it
             pass
     null = _open("/dev/null", os.O_WRONLY)
     _dup2(null, 1)  # our ends of the output pipes close now, so the pool sees EOF at once
     _dup2(null, 2)
-    for key in ("message", "traceback"):
-        if isinstance(result.get(key), str) and len(result[key]) > cap:
-            result[key] = result[key][:cap] + "\n[... truncated]"
+    for key in _CAPPED:
+        text = result.get(key)
+        if isinstance(text, str) and len(text) > cap:
+            result[key] = text[:cap] + "\n[... truncated]"
             result["truncated"] = True
     try:
         wire.send(sock, {"op": "result", "result": result})
@@ -158,7 +163,7 @@ def _report(sock: socket.socket, result: dict, *, cap: int) -> None:
     _killpg(0, signal.SIGKILL)  # ourselves and anything the snippet left running
 
 
-def spawn_child(req: dict, fds: list[int]) -> None:
+def spawn_child(req: wire.Message, fds: list[int]) -> None:
     """A cold child for `fresh_process` jobs: limits, then exec a fresh interpreter."""
     from . import isolate
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import select
 import signal
+import socket
 import threading
 import time
+from typing import TypedDict
 
 from .capture import Capture
-from .contracts import Limits, blank
+from .contracts import Limits, Outcome, blank
 from .forkserver_client import ChildHandle
 
-_SIGNAL_WORDS = {
+_SIGNAL_WORDS: dict[int, str] = {
     signal.SIGSEGV: " (segmentation fault)",
     signal.SIGABRT: " (abort)",
     signal.SIGBUS: " (bus error)",
@@ -30,13 +32,14 @@ def collect(
     start: float,
     cancel: threading.Event | None = None,
     timeout_s: float | None = None,
-) -> dict:
+) -> Outcome:
     """Block until the run is over; return its raw outcome (before judging)."""
     timeout_s = limits.timeout_s if timeout_s is None else timeout_s
     deadline = time.monotonic() + timeout_s
-    result = None
-    stop = None  # why we stopped waiting: "timeout" or "cancelled"
-    grace = None
+    result: Outcome | None = None
+    stop: str | None = None  # why we stopped waiting: "timeout", "cancelled" or "channel"
+    broken = ""  # with stop == "channel": what was wrong with what came on the result channel
+    grace: float | None = None
     while True:
         now = time.monotonic()
         finished = result is not None or (child.reader.eof and child.ended)
@@ -54,7 +57,7 @@ def collect(
         elif cancel is not None and cancel.is_set():
             stop = "cancelled"
             break
-        waits = cap.open_fds()
+        waits: list[int | socket.socket] = [*cap.open_fds()]
         if result is None and not child.reader.eof:
             waits.append(child.sock)
         if not child.ended:
@@ -67,15 +70,21 @@ def collect(
             continue
         ready, _, _ = select.select(waits, [], [], max(0.0, poll))
         for fd in ready:
-            if fd is child.sock:
-                for msg, fds in child.reader.feed():
-                    got = child.handle(msg, fds)
-                    if got is not None:
-                        result = got
+            if isinstance(fd, socket.socket):  # the child's socket: the only one waited on
+                try:
+                    for msg, fds in child.reader.feed():
+                        got = child.handle(msg, fds)
+                        if got is not None:
+                            result = got
+                except ValueError as exc:  # the snippet wrote on the result channel itself
+                    stop, broken = "channel", str(exc)
+                    break
             elif fd == child.status_fd:
                 child.read_status()
             else:
                 cap.read(fd)
+        if stop == "channel":
+            break
     wall_ms = round((time.perf_counter() - start) * 1000, 2)
     if stop is not None:
         child.kill()
@@ -92,21 +101,37 @@ def collect(
         )
     if stop == "cancelled":
         return blank("crashed", "cancelled", duration_ms=wall_ms, wall_ms=wall_ms)
+    if stop == "channel":
+        return blank(
+            "crashed",
+            f"the snippet wrote on the sandbox's result channel: {broken}",
+            duration_ms=wall_ms,
+            wall_ms=wall_ms,
+        )
     child.wait_ended(2)
     return died(child, limits, wall_ms)
 
 
-def died(child: ChildHandle, limits: Limits, wall_ms: float) -> dict:
+class _EndFacts(TypedDict):
+    """What every outcome of a run that ended without a result says about its end."""
+
+    duration_ms: float
+    wall_ms: float
+    signal: str | None
+    exit_code: int | None
+
+
+def died(child: ChildHandle, limits: Limits, wall_ms: float) -> Outcome:
     """The process ended without a result: say how (memory, CPU time, signal, exit code)."""
-    status = child.status or {}
-    sig, code = status.get("signal"), status.get("code")
-    name = None
+    status = child.status
+    sig, code = (status["signal"], status["code"]) if status else (None, None)
+    name: str | None = None
     if sig:
         try:
             name = signal.Signals(sig).name
         except ValueError:
             name = f"signal {sig}"
-    extra = {"duration_ms": wall_ms, "wall_ms": wall_ms, "signal": name, "exit_code": code}
+    extra: _EndFacts = {"duration_ms": wall_ms, "wall_ms": wall_ms, "signal": name, "exit_code": code}
     if sig == signal.SIGKILL and child.cgroup and child.cgroup.oom_kills():
         return blank(
             "crashed",

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, Unpack, cast
 
 OUTCOMES = ("raised", "warned", "ok", "wrong", "timeout", "crashed", "skipped")
 OutcomeName = Literal["raised", "warned", "ok", "wrong", "timeout", "crashed", "skipped"]
@@ -48,7 +49,28 @@ class Job(TypedDict):
     check: str | None  # a regular expression stdout must match (outcome "wrong" otherwise)
     requires: Requires
     fresh_process: bool  # a cold interpreter instead of a warm child
-    limits: dict[str, Any]  # requests, clamped to the worker's `Limits`
+    limits: dict[str, Any]  # requests (JSON from the server), clamped to the worker's `Limits`
+
+
+class LimitValues(TypedDict):
+    """`Limits` as JSON: what a job message carries to the child and an outcome reports."""
+
+    timeout_s: float
+    cpu_s: float
+    memory_mb: int
+    gpu_memory_fraction: float
+    max_procs: int
+    max_output_bytes: int
+    max_file_mb: int
+    network: bool
+    cold_start_s: float
+
+
+class Protection(TypedDict):
+    """Whether this host enforces one limit or protection, and the evidence (`pitfalls doctor`)."""
+
+    enforced: bool
+    how: str
 
 
 class Warning_(TypedDict, total=False):
@@ -58,10 +80,9 @@ class Warning_(TypedDict, total=False):
     line: int | None
 
 
-class Outcome(TypedDict, total=False):
-    """What one run did (DESIGN.md OUTCOME); extra fields are allowed, these are the ones read."""
+class OutcomeFields(TypedDict, total=False):
+    """An OUTCOME's fields but its name and reason (the keyword arguments `blank` takes)."""
 
-    outcome: OutcomeName
     exc_type: str | None
     exc_names: list[str]
     message: str | None
@@ -74,6 +95,29 @@ class Outcome(TypedDict, total=False):
     device: str | None
     torch_version: str | None
     expected: bool | None  # it did what the entry says (None: nothing to judge)
+    # facts the child, the collector and the pool add (the server keeps them; nothing judges them)
+    cuda_poisoned: bool  # the snippet left the CUDA context dead
+    wall_ms: float  # from handing the job over to the outcome
+    slot_ms: float  # from getting a pool slot to the outcome (no queueing)
+    sandbox_pid: int
+    fresh_process: bool
+    limits: LimitValues  # the limits the run had, after clamping
+    limit_notes: list[str]  # what clamping changed
+    dropped_bytes: int  # output past the cap
+    signal: str | None  # a run that ended without a result: how
+    exit_code: int | None
+    killed_for_memory: bool
+    sandbox_error: str  # our own code failed in the child (its traceback)
+
+
+class Outcome(OutcomeFields, total=False):
+    """What one run did (DESIGN.md OUTCOME): its name, why, and the fields of `OutcomeFields`.
+
+    Every field is optional to the type (a run that never started carries few of them); the wire
+    format is this dict as JSON.
+    """
+
+    outcome: OutcomeName
     reason: str | None
 
 
@@ -96,7 +140,7 @@ def make_job(
     }
 
 
-def blank(outcome: str, reason: str, **extra: Any) -> dict:
+def blank(outcome: OutcomeName, reason: str, **extra: Unpack[OutcomeFields]) -> Outcome:
     """An OUTCOME for a run that produced no result of its own (timeout, crash, skip)."""
     return {
         "outcome": outcome,
@@ -109,6 +153,42 @@ def blank(outcome: str, reason: str, **extra: Any) -> dict:
         "duration_ms": 0.0,
         **extra,
     }
+
+
+def _text_or_none(value: object) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _texts(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def as_outcome(obj: object) -> Outcome:
+    """A result from a sandbox child, checked before anything reads it; ValueError if malformed.
+
+    The snippet runs in the process that reports its result, so it can write on the result channel
+    (or over a cold child's result file) itself: a forged result must become a crashed run, not an
+    exception in the judging code. Checked: the fields `judge`, `finish` and the pool read.
+    """
+    if not isinstance(obj, dict):
+        raise ValueError(f"a result that is not a JSON object: {type(obj).__name__}")
+    if obj.get("outcome") not in OUTCOMES:
+        raise ValueError(f"a result with no known outcome: {str(obj.get('outcome'))[:100]!r}")
+    for key in ("exc_type", "message", "traceback", "reason", "device", "torch_version"):
+        if not _text_or_none(obj.get(key)):
+            raise ValueError(f"a result whose {key} is not text")
+    if not _texts(obj.get("exc_names", [])):
+        raise ValueError("a result whose exc_names is not a list of names")
+    warnings = obj.get("warnings", [])
+    if not isinstance(warnings, list) or not all(
+        isinstance(w, dict)
+        and isinstance(w.get("category", ""), str)
+        and isinstance(w.get("message", ""), str)
+        and _texts(w.get("names", []))
+        for w in warnings
+    ):
+        raise ValueError("a result whose warnings are not a list of warnings")
+    return cast(Outcome, obj)  # checked above, field by field
 
 
 @dataclass(frozen=True)
@@ -125,7 +205,7 @@ class Limits:
     network: bool = False  # False: a fresh network namespace (loopback only) where the OS allows
     cold_start_s: float = 60.0  # extra wall/CPU time for `fresh_process` jobs (a cold `import torch`)
 
-    def clamp(self, requested: dict | None) -> tuple[Limits, list[str]]:
+    def clamp(self, requested: Mapping[str, Any] | None) -> tuple[Limits, list[str]]:
         """Apply a job's overrides, never above these maxima; return (limits, notes on what changed)."""
         notes: list[str] = []
         values = dataclasses.asdict(self)
@@ -153,11 +233,21 @@ class Limits:
             values[key] = got
         return Limits(**values), notes
 
-    def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
+    def as_dict(self) -> LimitValues:
+        return {
+            "timeout_s": self.timeout_s,
+            "cpu_s": self.cpu_s,
+            "memory_mb": self.memory_mb,
+            "gpu_memory_fraction": self.gpu_memory_fraction,
+            "max_procs": self.max_procs,
+            "max_output_bytes": self.max_output_bytes,
+            "max_file_mb": self.max_file_mb,
+            "network": self.network,
+            "cold_start_s": self.cold_start_s,
+        }
 
 
-def judge(outcome: dict, expect: dict | None) -> tuple[bool | None, str]:
+def judge(outcome: Outcome, expect: Expect | None) -> tuple[bool | None, str]:
     """Return (expected, reason). `expected` is None when there is nothing to judge (skipped)."""
     got = outcome.get("outcome")
     if got == "skipped":
@@ -178,16 +268,16 @@ def judge(outcome: dict, expect: dict | None) -> tuple[bool | None, str]:
         return False, f"expected {want}, got {got}{detail}"
     pattern = expect.get("match")
     if want == "raised":
-        names = outcome.get("exc_names") or [outcome.get("exc_type")]
-        if expect.get("exc_type") and expect["exc_type"] not in names:
+        exc_names: Sequence[str | None] = outcome.get("exc_names") or [outcome.get("exc_type")]
+        if expect.get("exc_type") and expect["exc_type"] not in exc_names:
             return False, f"expected {expect['exc_type']}, got {outcome.get('exc_type')}"
         if pattern and not re.search(pattern, outcome.get("message") or "", re.DOTALL):
             return False, f"message does not match /{pattern}/: {(outcome.get('message') or '')[:300]}"
         return True, f"raised {outcome.get('exc_type')} as expected"
     if want == "warned":
         for w in outcome.get("warnings", []):
-            names = w.get("names") or [w.get("category")]
-            if expect.get("warning") and expect["warning"] not in names:
+            warning_names: Sequence[str | None] = w.get("names") or [w.get("category")]
+            if expect.get("warning") and expect["warning"] not in warning_names:
                 continue
             if pattern and not re.search(pattern, w.get("message") or "", re.DOTALL):
                 continue
@@ -196,7 +286,7 @@ def judge(outcome: dict, expect: dict | None) -> tuple[bool | None, str]:
     return True, f"{got} as expected"
 
 
-def verdict(broken: dict, fixed: dict) -> tuple[str, str]:
+def verdict(broken: Outcome, fixed: Outcome) -> tuple[str, str]:
     """An entry's status from its two outcomes: pass, fail or skipped (never skipped as passed)."""
     failed = [(part, o) for part, o in (("broken", broken), ("fixed", fixed)) if o.get("expected") is False]
     if failed:

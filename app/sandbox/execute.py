@@ -14,8 +14,9 @@ import tempfile
 import time
 import traceback
 import warnings
+from typing import TypedDict
 
-from .contracts import MESSAGE_MAX, WARNING_MAX, judge
+from .contracts import MESSAGE_MAX, WARNING_MAX, Expect, Outcome, Warning_, judge
 
 SNIPPET_NAME = "snippet.py"
 
@@ -26,7 +27,7 @@ def _capped(text: str, limit: int) -> str:
 
 def _names(cls: type) -> list[str]:
     """Every name an expectation may use for an exception or warning class."""
-    out = []
+    out: list[str] = []
     for base in cls.__mro__:
         if base is object:
             continue
@@ -46,9 +47,14 @@ def _trim_traceback(exc: BaseException, path: str) -> str:
     return "".join(lines)
 
 
-def device_facts() -> dict:
+class DeviceFacts(TypedDict):
+    device: str
+    torch_version: str | None
+
+
+def device_facts() -> DeviceFacts:
     """Device name and torch version, without initialising CUDA unless it is already in use."""
-    facts = {"device": "cpu", "torch_version": None}
+    facts: DeviceFacts = {"device": "cpu", "torch_version": None}
     torch = sys.modules.get("torch")
     if torch is None:
         return facts
@@ -77,13 +83,13 @@ def cuda_poisoned() -> str | None:
     return None
 
 
-def run_code(code: str, *, workdir: str | None = None) -> dict:
+def run_code(code: str, *, workdir: str | None = None) -> Outcome:
     """Run `code` as __main__ in this process; return the outcome (without stdout/stderr)."""
     workdir = workdir or tempfile.mkdtemp(prefix="pitfalls-")
     path = os.path.join(workdir, SNIPPET_NAME)
     with open(path, "w") as fh:
         fh.write(code)
-    result: dict = {
+    result: Outcome = {
         "outcome": "ok",
         "exc_type": None,
         "exc_names": [],
@@ -100,23 +106,27 @@ def run_code(code: str, *, workdir: str | None = None) -> dict:
         except SystemExit as exc:
             if exc.code not in (None, 0):
                 result.update(
-                    outcome="crashed",
-                    exc_type="SystemExit",
-                    exc_names=["SystemExit"],
-                    message=_capped(str(exc.code), MESSAGE_MAX),
-                    reason=f"sys.exit({exc.code!r})",
+                    {
+                        "outcome": "crashed",
+                        "exc_type": "SystemExit",
+                        "exc_names": ["SystemExit"],
+                        "message": _capped(str(exc.code), MESSAGE_MAX),
+                        "reason": f"sys.exit({exc.code!r})",
+                    }
                 )
         except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt included: the snippet raised it
             result.update(
-                outcome="raised",
-                exc_type=type(exc).__name__,
-                exc_names=_names(type(exc)),
-                message=_capped(str(exc), MESSAGE_MAX),
-                traceback=_capped(_trim_traceback(exc, path), MESSAGE_MAX),
+                {
+                    "outcome": "raised",
+                    "exc_type": type(exc).__name__,
+                    "exc_names": _names(type(exc)),
+                    "message": _capped(str(exc), MESSAGE_MAX),
+                    "traceback": _capped(_trim_traceback(exc, path), MESSAGE_MAX),
+                }
             )
         poisoned = cuda_poisoned()
     result["duration_ms"] = round((time.perf_counter() - start) * 1000, 2)
-    result["warnings"] = [
+    warned: list[Warning_] = [
         {
             "category": w.category.__name__,
             "names": _names(w.category),
@@ -124,19 +134,23 @@ def run_code(code: str, *, workdir: str | None = None) -> dict:
             "line": w.lineno if w.filename == path else None,
         }
         for w in caught
-    ][:50]
+    ]
+    result["warnings"] = warned[:50]
     if poisoned:
         result["cuda_poisoned"] = True
         if result["outcome"] in ("ok", "wrong"):
             result.update(
-                outcome="raised",
-                exc_type=poisoned.split(":")[0],
-                message=poisoned,
-                exc_names=[poisoned.split(":")[0]],
+                {
+                    "outcome": "raised",
+                    "exc_type": poisoned.split(":")[0],
+                    "message": poisoned,
+                    "exc_names": [poisoned.split(":")[0]],
+                }
             )
     elif result["outcome"] == "ok" and result["warnings"]:
         result["outcome"] = "warned"
-    result.update(device_facts())
+    facts = device_facts()
+    result["device"], result["torch_version"] = facts["device"], facts["torch_version"]
     return result
 
 
@@ -144,14 +158,14 @@ _cuda_poisoned = cuda_poisoned  # the earlier private name
 
 
 def finish(
-    result: dict, *, stdout: str, stderr: str, truncated: bool, check: str | None, expect: dict | None
-) -> dict:
+    result: Outcome, *, stdout: str, stderr: str, truncated: bool, check: str | None, expect: Expect | None
+) -> Outcome:
     """Attach captured output, apply the stdout `check`, and judge against the expectation."""
     import re
 
-    result.update(stdout=stdout, stderr=stderr, truncated=truncated)
+    result.update({"stdout": stdout, "stderr": stderr, "truncated": truncated})
     if check and result["outcome"] in ("ok", "warned") and not re.search(check, stdout, re.DOTALL):
-        result.update(outcome="wrong", reason=f"stdout does not match /{check}/")
+        result.update({"outcome": "wrong", "reason": f"stdout does not match /{check}/"})
     result["expected"], why = judge(result, expect)
     if result.get("reason") is None:
         result["reason"] = why

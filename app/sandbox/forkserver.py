@@ -43,9 +43,10 @@ class Server:
         signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
 
     def serve(self) -> None:
+        waits: list[socket.socket | int] = [self.ctl, self.wake_r]
         while True:
             try:
-                ready, _, _ = select.select([self.ctl, self.wake_r], [], [], 1.0)
+                ready, _, _ = select.select(waits, [], [], 1.0)
             except InterruptedError:
                 ready = []
             if self.wake_r in ready:
@@ -101,7 +102,7 @@ class Server:
                 except OSError:
                     pass
 
-    def handle(self, msg: dict, fds: list[int], others: list[int]) -> None:
+    def handle(self, msg: wire.Message, fds: list[int], others: list[int]) -> None:
         op = msg.get("op")
         if op not in ("fork", "spawn") or not fds:
             for fd in fds:
@@ -135,7 +136,7 @@ class Server:
         self.status[pid] = status_w
         self.tell({"op": "forked", "id": msg.get("id"), "pid": pid})
 
-    def tell(self, msg: dict) -> None:
+    def tell(self, msg: wire.Message) -> None:
         try:
             wire.send(self.ctl, msg)
         except OSError:  # the pool is gone; serve() sees EOF next and shuts down
@@ -230,7 +231,7 @@ def main(argv: list[str]) -> int:
             "pid": os.getpid(),
             "torch_version": torch.__version__,
             "gpus": gpus,
-            "cuda_initialized": torch.cuda.is_initialized(),
+            "cuda_initialized": torch.cuda.is_initialized(),  # type: ignore[no-untyped-call]  # unannotated in torch
             "threads": len(threads),
             "thread_names": threads,
             "import_s": round(time.perf_counter() - t0, 2),

@@ -24,9 +24,11 @@ import tempfile
 import threading
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TypedDict
 
 from . import wire
 from .cgroups import Cgroup
+from .contracts import Outcome, as_outcome
 
 log = logging.getLogger("pitfalls.sandbox")
 
@@ -43,6 +45,13 @@ def snippet_environ(environ: Mapping[str, str]) -> dict[str, str]:
 _REPO_ROOT = str(Path(__file__).resolve().parents[2])
 
 
+class ExitStatus(TypedDict):
+    """How a child ended, as the fork server that reaped it writes it on the child's status pipe."""
+
+    code: int | None  # its exit code, or None when a signal killed it
+    signal: int | None
+
+
 class ChildHandle:
     """One sandbox process as the pool sees it: its socket, cgroup, run folder and status pipe."""
 
@@ -50,14 +59,18 @@ class ChildHandle:
         self, pid: int, sock: socket.socket | None, cgroup: Cgroup | None, kind: str, status_fd: int
     ):
         self.pid, self.cgroup, self.kind = pid, cgroup, kind
-        self.sock = sock or socket.socketpair()[0]  # a cold child has no channel: only its exit tells
+        channel = sock is not None
+        if sock is None:  # a cold child has no channel (only its exit tells): a closed stand-in
+            sock, other = socket.socketpair()
+            other.close()  # (it was left to the garbage collector: a ResourceWarning per cold run)
+        self.sock = sock
         self.reader = wire.Reader(self.sock)
-        if sock is None:
+        if not channel:
             self.reader.eof = True
-        self.ready_info: dict | None = None
+        self.ready_info: wire.Message | None = None  # the child's `ready` message, once it came
         self.error: str | None = None
         self.status_fd = status_fd
-        self.status: dict | None = None  # {"code", "signal"} from the fork server; None: unknown
+        self.status: ExitStatus | None = None  # from the fork server; None: unknown
         self._ended = False  # its status came, or its status pipe closed (fork server gone)
         self.workdir: str | None = None  # the run's folder, made by the pool (it reads results there)
 
@@ -90,17 +103,21 @@ class ChildHandle:
         return self._ended
 
     # -------------------------------------------------------------- its messages
-    def handle(self, msg: dict, fds: list[int]) -> dict | None:
-        """One message from the child; returns the run's result when that is what it was."""
+    def handle(self, msg: wire.Message, fds: list[int]) -> Outcome | None:
+        """One message from the child; returns the run's result when that is what it was.
+
+        Raises ValueError for a malformed result (the snippet can write on this socket too).
+        """
         for fd in fds:
             os.close(fd)
         op = msg.get("op")
         if op == "ready":
-            self.ready_info = msg
+            if self.ready_info is None:  # a second one can only be the snippet's: not the child's facts
+                self.ready_info = msg
         elif op == "error":
             self.error = msg.get("error")
         elif op == "result":
-            return msg["result"]
+            return as_outcome(msg.get("result"))
         return None
 
     def kill(self) -> None:
@@ -131,8 +148,8 @@ class ForkServerClient:
 
     def __init__(self, python: str):
         self.python = python
-        self.hello: dict = {}
-        self._proc: subprocess.Popen | None = None
+        self.hello: wire.Message = {}  # the server's first message: torch version, GPUs, Python
+        self._proc: subprocess.Popen[bytes] | None = None
         self._ctl: socket.socket | None = None
         self._reader: wire.Reader | None = None
         self._lock = threading.Lock()  # one request and its reply at a time
@@ -148,11 +165,17 @@ class ForkServerClient:
         with self._lock:
             self._ensure()
 
-    def _ensure(self) -> None:
+    def _ensure(self) -> tuple[socket.socket, wire.Reader]:
+        """The running server's control socket and its reader (started first if need be)."""
         if self._closed:
             raise RuntimeError("fork server closed")
-        if self._proc is not None and self._proc.poll() is None and self._ctl is not None:
-            return
+        if (
+            self._proc is not None
+            and self._proc.poll() is None
+            and self._ctl is not None
+            and self._reader is not None
+        ):
+            return self._ctl, self._reader
         self._drop()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         path = os.pathsep.join(filter(None, [_REPO_ROOT, os.environ.get("PYTHONPATH")]))
@@ -180,6 +203,7 @@ class ForkServerClient:
             ours.close()
             raise RuntimeError("the sandbox fork server failed to start (see its stderr)")
         self.hello, self._proc, self._ctl, self._reader = got[0], proc, ours, reader
+        return ours, reader
 
     def _drop(self) -> None:
         """Forget a server that died or stopped answering (its children's status pipes read EOF)."""
@@ -191,14 +215,14 @@ class ForkServerClient:
             self._ctl.close()
         self._proc = self._ctl = self._reader = None
 
-    def request(self, msg: dict, fds: list[int]) -> dict:
+    def request(self, msg: wire.Message, fds: list[int]) -> wire.Message:
         """Send a fork/spawn request (the descriptors go to the server); return {"pid"} or {"error"}."""
         with self._lock:
-            self._ensure()
+            ctl, reader = self._ensure()
             rid = next(self._ids)
             try:
-                wire.send(self._ctl, {**msg, "id": rid}, fds)
-                got = self._reader.recv()
+                wire.send(ctl, {**msg, "id": rid}, fds)
+                got = reader.recv()
             except (OSError, ValueError) as exc:
                 got, why = None, str(exc)
             else:
@@ -210,7 +234,13 @@ class ForkServerClient:
             return got[0]
 
     def start_child(
-        self, msg: dict, fds: list[int], *, sock: socket.socket | None, cgroup: Cgroup | None, kind: str
+        self,
+        msg: wire.Message,
+        fds: list[int],
+        *,
+        sock: socket.socket | None,
+        cgroup: Cgroup | None,
+        kind: str,
     ) -> ChildHandle | None:
         """Ask for one child with a status pipe of its own; None when the server could not fork."""
         status_r, status_w = os.pipe2(os.O_CLOEXEC)

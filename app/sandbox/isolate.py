@@ -126,9 +126,12 @@ def _check(ret: int) -> None:
         raise OSError(err, os.strerror(err))
 
 
+def _enc(s: str | None) -> bytes | None:
+    return s.encode() if s is not None else None
+
+
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
-    _check(_libc().mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)))
+    _check(_libc().mount(_enc(source), _enc(target), _enc(fstype), ctypes.c_ulong(flags), _enc(data)))
 
 
 def _setattr(path: str, *, set_: int = 0, clr: int = 0, recursive: bool = False) -> None:
@@ -166,7 +169,7 @@ def _private_mounts(workdir: str | None, tmp_mb: int) -> None:
         if os.path.isdir(point):
             # a checkout or a venv under /tmp (CI) stays readable: a fresh interpreter needs it
             _cover(point, f"mode=1777,{size}")
-    if keep is not None:
+    if workdir and keep is not None:
         # the run's folder (made by the pool, so that it can read results and clean up) keeps its
         # path, on top of the private /tmp or wherever TMPDIR put it
         os.makedirs(workdir, exist_ok=True)

@@ -32,12 +32,14 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Callable
+from typing import TypedDict
 
 from . import wire
 from .capture import Capture
 from .cgroups import Cgroup, CgroupManager
 from .collect import collect
-from .contracts import Job, Limits, blank
+from .contracts import Job, Limits, LimitValues, Outcome, Protection, as_outcome, blank
 from .execute import finish
 from .forkserver_client import ChildHandle, ForkServerClient
 from .requirements import unmet
@@ -64,7 +66,7 @@ def _sweep_workdirs() -> None:
                 pass
 
 
-def _close_at_exit(ref: weakref.ref) -> None:
+def _close_at_exit(ref: weakref.ref[Pool]) -> None:
     pool = ref()
     if pool is not None:
         pool.close()
@@ -76,6 +78,19 @@ class PoolFull(RuntimeError):
 
 class PoolClosed(RuntimeError):
     """The pool was closed."""
+
+
+class PoolInfo(TypedDict):
+    """What `Pool.info` reports (`pitfalls doctor`, the agent's worker facts)."""
+
+    device: str
+    torch_version: str | None
+    gpus: int
+    python: str | None
+    size: int
+    spare: int
+    limits: LimitValues
+    limits_enforced: dict[str, Protection]
 
 
 class Pool:
@@ -107,7 +122,8 @@ class Pool:
         self._closed = False
         self._started = False
         self._threads: list[threading.Thread] = []
-        self._cleanup: queue.SimpleQueue = queue.SimpleQueue()
+        # work for the cleaner thread; None stops it
+        self._cleanup: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
 
     # ---------------------------------------------------------------- lifecycle
     def start(self, *, wait: bool = True, timeout: float = 180) -> Pool:
@@ -175,10 +191,10 @@ class Pool:
     def __enter__(self) -> Pool:  # noqa: PYI034
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _thread(self, target, name: str) -> None:
+    def _thread(self, target: Callable[[], object], name: str) -> None:
         t = threading.Thread(target=target, name=name, daemon=True)
         t.start()
         self._threads.append(t)
@@ -235,7 +251,7 @@ class Pool:
         info = child.ready_info
         if info:
             self._device = info.get("device")
-            self._network = (info.get("network"), info.get("network_how"))
+            self._network = (bool(info.get("network")), str(info.get("network_how")))
 
     def _replenish(self) -> None:
         """Keep `spare` warmed children waiting; replace each one as soon as it is taken."""
@@ -258,9 +274,10 @@ class Pool:
             finally:
                 with self._cond:
                     self._warming -= 1
-                    keep = child is not None and not self._closed
-                    if keep:
+                    keep = False
+                    if child is not None and not self._closed:
                         self._ready.append(child)
+                        keep = True
                     self._cond.notify_all()
                 if child is not None and not keep:
                     child.retire()
@@ -291,7 +308,7 @@ class Pool:
         return child
 
     # ---------------------------------------------------------------- runs
-    def run(self, job: Job, *, cancel: threading.Event | None = None) -> dict:
+    def run(self, job: Job, *, cancel: threading.Event | None = None) -> Outcome:
         """Run one job; block until its OUTCOME (DESIGN.md run contract). Thread-safe.
 
         `cancel` (optional): set it to kill the run (outcome `crashed`, reason "cancelled").
@@ -325,7 +342,7 @@ class Pool:
                 self._waiting -= 1
         return self._finish(raw, job, limits, notes, cap)
 
-    def _finish(self, raw: dict, job: dict, limits: Limits, notes: list[str], cap: Capture) -> dict:
+    def _finish(self, raw: Outcome, job: Job, limits: Limits, notes: list[str], cap: Capture) -> Outcome:
         raw["limits"] = limits.as_dict()
         if notes:
             raw["limit_notes"] = notes
@@ -344,7 +361,7 @@ class Pool:
             expect=job.get("expect"),
         )
 
-    def _run_warm(self, job: dict, limits: Limits, cancel: threading.Event | None) -> tuple[dict, Capture]:
+    def _run_warm(self, job: Job, limits: Limits, cancel: threading.Event | None) -> tuple[Outcome, Capture]:
         for _attempt in range(3):  # a spare that died while idle: take another
             child = self._take(limits)
             workdir = child.workdir
@@ -371,7 +388,7 @@ class Pool:
             return raw, cap
         raise RuntimeError("no sandbox child would take the job")
 
-    def _run_cold(self, job: dict, limits: Limits, cancel: threading.Event | None) -> tuple[dict, Capture]:
+    def _run_cold(self, job: Job, limits: Limits, cancel: threading.Event | None) -> tuple[Outcome, Capture]:
         """`fresh_process`: a cold `python -m app.sandbox.execute` child; same limits but GPU memory."""
         if not self._started:
             self.start(wait=False)
@@ -412,9 +429,15 @@ class Pool:
                 timeout_s=limits.timeout_s + limits.cold_start_s,
             )
             if raw.get("exit_code") == 0 and os.path.exists(resfile):
-                with open(resfile) as fh:
-                    raw = {**json.load(fh), "wall_ms": raw["wall_ms"]}
-            raw.update(sandbox_pid=child.pid, fresh_process=True)
+                try:
+                    with open(resfile) as fh:
+                        done = as_outcome(json.load(fh))
+                except ValueError as exc:  # the snippet wrote over its result file (JSON errors too)
+                    raw["reason"] = f"the run's result file is malformed: {exc}"
+                else:
+                    done["wall_ms"] = raw["wall_ms"]
+                    raw = done
+            raw.update({"sandbox_pid": child.pid, "fresh_process": True})
         finally:
             cap.close()
             child.workdir = workdir
@@ -429,7 +452,7 @@ class Pool:
             self._server.ensure()
         return int(self._server.hello.get("gpus") or 0)
 
-    def info(self, timeout: float = 120) -> dict:
+    def info(self, timeout: float = 120) -> PoolInfo:
         """Device, torch version, GPUs and which limits this host actually enforces."""
         if not self._started:
             self.start(wait=False)
@@ -440,7 +463,7 @@ class Pool:
                 self._cleanup.put(child.retire)
         net = self._network or (False, "unknown: no child reported")
         gpus = self.gpus
-        enforced = {
+        enforced: dict[str, Protection] = {
             "timeout": {"enforced": True, "how": "wall clock; SIGKILL to the process group and its cgroup"},
             "cpu": {"enforced": True, "how": "RLIMIT_CPU per run (SIGXCPU)"},
             **self._cg.enforced(),

@@ -15,8 +15,12 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .contracts import make_job
+from .contracts import Protection, make_job
+
+if TYPE_CHECKING:
+    from .pool import Pool
 
 # Runs inside the sandbox. Parameters are substituted as Python literals.
 _SNIPPET = r"""
@@ -116,10 +120,12 @@ def _named(name: str) -> list[int]:
     return found
 
 
-def probe(pool, *, code_dir: str | None, database: str | None, home: str | None) -> dict[str, dict]:
+def probe(
+    pool: Pool, *, code_dir: str | None, database: str | None, home: str | None
+) -> dict[str, Protection]:
     """Run the hostile snippet on `pool`; {protection: {"enforced": bool, "how": evidence}}."""
     tag = uuid.uuid4().hex[:10]
-    targets = {}
+    targets: dict[str, tuple[str, str]] = {}  # name -> (path, open mode)
     if code_dir:
         targets["code"] = (os.path.join(code_dir, f".pitfalls-probe-{tag}"), "x")
     if database and os.path.isfile(database):
@@ -165,7 +171,7 @@ def probe(pool, *, code_dir: str | None, database: str | None, home: str | None)
         return {
             k: {"enforced": False, "how": why} for k in ("cgroup_escape", "daemons", "private_tmp", *targets)
         }
-    result: dict[str, dict] = {}
+    result: dict[str, Protection] = {}
     esc = report["escape"]
     if not esc["tried"]:
         result["cgroup_escape"] = {

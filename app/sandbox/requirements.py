@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 import os
 
+from .contracts import Requires
+
 
 def gpu_count() -> int:
     """Visible CUDA devices; `device_count` uses NVML and leaves CUDA uninitialised."""
@@ -12,12 +14,13 @@ def gpu_count() -> int:
     import torch
 
     try:
-        return torch.cuda.device_count() if torch.backends.cuda.is_built() else 0
+        built = torch.backends.cuda.is_built()  # type: ignore[no-untyped-call]  # unannotated in torch
+        return torch.cuda.device_count() if built else 0
     except Exception:  # noqa: BLE001
         return 0
 
 
-def unmet(requires: dict, *, gpus: int | None = None) -> str | None:
+def unmet(requires: Requires, *, gpus: int | None = None) -> str | None:
     """The reason this machine can't run an entry, or None when it can."""
     need = max(int(requires.get("gpus") or 0), 1 if requires.get("cuda") else 0)
     if need:

@@ -11,6 +11,8 @@ import json
 import os
 import socket
 import struct
+from collections.abc import Sequence
+from typing import Any
 
 # Bound at import: a snippet that patches json or os must not break its own report.
 _dumps, _loads, _close = json.dumps, json.loads, os.close
@@ -18,8 +20,10 @@ _HEAD = struct.Struct(">I")
 MAX_MESSAGE = 64 * 1024 * 1024
 _ANC = socket.CMSG_SPACE(16 * array.array("i").itemsize)
 
+Message = dict[str, Any]  # one JSON object; each side checks the fields it reads
 
-def send(sock: socket.socket, obj: dict, fds: list[int] = ()) -> None:
+
+def send(sock: socket.socket, obj: Message, fds: Sequence[int] = ()) -> None:
     """Send one message (and descriptors, which the receiver then owns)."""
     if fds:
         obj = {**obj, "nfds": len(fds)}
@@ -41,8 +45,12 @@ class Reader:
         self.fds: list[int] = []
         self.eof = False
 
-    def feed(self) -> list[tuple[dict, list[int]]]:
-        """One read (blocks unless the socket is readable); return the messages now complete."""
+    def feed(self) -> list[tuple[Message, list[int]]]:
+        """One read (blocks unless the socket is readable); return the messages now complete.
+
+        Raises ValueError for a malformed message (too long, not JSON, not an object, a bad `nfds`):
+        a snippet can write on its own child's socket, so the reader must not trust the framing.
+        """
         try:
             data, anc, _flags, _addr = self.sock.recvmsg(1 << 20, _ANC)
         except (ConnectionResetError, OSError):
@@ -57,22 +65,26 @@ class Reader:
         self.buf += data
         return self._complete()
 
-    def _complete(self) -> list[tuple[dict, list[int]]]:
-        out = []
+    def _complete(self) -> list[tuple[Message, list[int]]]:
+        out: list[tuple[Message, list[int]]] = []
         while len(self.buf) >= _HEAD.size:
             (size,) = _HEAD.unpack_from(self.buf)
             if size > MAX_MESSAGE:
                 raise ValueError(f"message of {size} bytes")
             if len(self.buf) < _HEAD.size + size:
                 break
-            obj = _loads(bytes(self.buf[_HEAD.size : _HEAD.size + size]))
+            obj = _loads(bytes(self.buf[_HEAD.size : _HEAD.size + size]))  # JSONDecodeError: a ValueError
             del self.buf[: _HEAD.size + size]
+            if not isinstance(obj, dict):
+                raise ValueError(f"a message that is not a JSON object: {type(obj).__name__}")
             n = obj.get("nfds", 0)
+            if not isinstance(n, int) or n < 0:
+                raise ValueError(f"a message with nfds={str(n)[:20]!r}")
             fds, self.fds = self.fds[:n], self.fds[n:]
             out.append((obj, fds))
         return out
 
-    def recv(self) -> tuple[dict, list[int]] | None:
+    def recv(self) -> tuple[Message, list[int]] | None:
         """Block until one message arrives; None at end of stream."""
         pending = self._complete()
         while not pending:

@@ -258,6 +258,8 @@ def test_agent_cli_sigterm_finishes_job_in_hand(fake):
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait()
+        proc.stderr.close()
     assert rc == 0
     results = fake.wait_results(2, timeout=5)
     assert results[0]["result"]["stdout"] == "finished\n"

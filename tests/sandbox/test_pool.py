@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -15,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from app.sandbox.contracts import Limits
+from app.sandbox import wire
+from app.sandbox.contracts import Limits, as_outcome
 from app.sandbox.pool import PoolFull
 
 from .conftest import _named
@@ -95,6 +98,35 @@ def test_limits_clamp_unit():
     got, notes = top.clamp({"timeout_s": 3, "memory_mb": "2000", "network": False, "cpu_s": "x"})
     assert got.timeout_s == 3 and got.memory_mb == 1000 and got.network is False
     assert any("memory_mb" in n for n in notes) and any("cpu_s" in n for n in notes)
+
+
+def test_limits_as_dict_is_the_dataclass():
+    # the JSON a job message and an outcome carry: every field, in the dataclass's order
+    limits = Limits(timeout_s=3, network=True)
+    assert list(limits.as_dict().items()) == list(dataclasses.asdict(limits).items())
+
+
+def test_as_outcome_checks_what_judging_reads():
+    good = {"outcome": "raised", "exc_type": "ValueError", "exc_names": ["ValueError"], "warnings": []}
+    assert as_outcome(good) is good
+    for bad in (
+        [1],
+        {"outcome": "fine"},
+        {"outcome": "ok", "message": 3},
+        {"outcome": "ok", "exc_names": "ValueError"},
+        {"outcome": "ok", "warnings": [{"category": "UserWarning", "message": None}]},
+    ):
+        with pytest.raises(ValueError):
+            as_outcome(bad)
+
+
+def test_wire_reader_refuses_malformed_frames():
+    for payload in (b"[1]", b"{nope", b'{"nfds": -1}'):
+        a, b = socket.socketpair()
+        with a, b:
+            a.sendall(len(payload).to_bytes(4, "big") + payload)
+            with pytest.raises(ValueError):
+                wire.Reader(b).feed()
 
 
 def test_pool_sigkill_mid_run_is_crashed(run, next_run_ok):

@@ -248,3 +248,58 @@ def test_pool_huge_warning_and_exception_message_are_capped(run, next_run_ok):
     assert len(out["message"]) < 70_000
     assert all(len(w["message"]) < 10_000 for w in out["warnings"])
     next_run_ok()
+
+
+# Writes a frame of its own on the sandbox's result channel (the child's socket is in the snippet's
+# process): what arrives must become a crashed run, never an exception out of `Pool.run`.
+_FORGE = (
+    "import os, stat, struct, time\n"
+    "for fd in range(3, 256):\n"
+    "    try:\n"
+    "        if stat.S_ISSOCK(os.fstat(fd).st_mode):\n"
+    "            os.write(fd, {frame!r})\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "time.sleep(0.5)\n"
+)
+
+
+def _frame(payload: bytes) -> bytes:
+    return len(payload).to_bytes(4, "big") + payload
+
+
+@pytest.mark.parametrize(
+    ("frame", "why"),
+    [
+        (_frame(b"[1, 2]"), "not a JSON object"),
+        (_frame(b"{nope"), "Expecting property name"),
+        (_frame(b'{"nfds": "x"}'), "nfds"),
+        ((1 << 30).to_bytes(4, "big"), "message of"),
+        (_frame(b'{"op": "result", "result": "ok"}'), "not a JSON object"),
+        (_frame(b'{"op": "result", "result": {"outcome": "fine"}}'), "no known outcome"),
+        (_frame(b'{"op": "result", "result": {"outcome": "ok", "warnings": [3]}}'), "warnings"),
+    ],
+    ids=["list", "bad-json", "bad-nfds", "huge", "result-not-object", "unknown-outcome", "bad-warnings"],
+)
+def test_pool_forged_result_channel_is_crashed(run, next_run_ok, frame, why):
+    out = run(_FORGE.format(frame=frame))
+    assert out["outcome"] == "crashed", out
+    assert "result channel" in out["reason"] and why in out["reason"], out
+    next_run_ok()
+
+
+def test_pool_forged_result_is_judged(run, next_run_ok):
+    # A well-formed result is the snippet's to claim (it runs in the reporting process): judged as sent.
+    frame = _frame(b'{"op": "result", "result": {"outcome": "ok"}}')
+    out = run(_FORGE.format(frame=frame), expect={"outcome": "raised"})
+    assert out["outcome"] == "ok" and out["expected"] is False, out
+    next_run_ok()
+
+
+def test_pool_fresh_process_forged_result_file_is_crashed(run, next_run_ok):
+    # A cold child's result file is in the snippet's own folder: it can write it and exit 0.
+    code = "import os\nwith open('.result.json', 'w') as fh:\n    fh.write('[1]')\nos._exit(0)\n"
+    out = run(code, fresh_process=True)
+    assert out["outcome"] == "crashed", out
+    assert "result file is malformed" in out["reason"], out
+    next_run_ok()
