@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 9
+VERSION = 10
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # (placeholder, what the reader is told was ignored, pattern); order matters: wide shapes first.
@@ -24,7 +24,11 @@ RULES: list[tuple[str, str, re.Pattern[str]]] = [
     (
         "_path_",
         "path",
-        re.compile(r"(?:[A-Za-z]:\\|\\\\)[^\s\"'<>|:]+|(?<![\w.:/])(?:~|\.{1,2})?(?:/[\w.\-+@~]+){2,}/?"),
+        # absolute (`/usr/lib/x/y`, `C:\\x`), and relative ones naming a library file (`pkg/_ext.so`)
+        re.compile(
+            r"(?:[A-Za-z]:\\|\\\\)[^\s\"'<>|:]+|(?<![\w.:/])(?:~|\.{1,2})?(?:/[\w.\-+@~]+){2,}/?"
+            r"|(?<![\w.:/])[\w.\-+@~]+(?:/[\w.\-+@~]+)+\.(?:so|pyd|dll|dylib)\b"
+        ),
     ),
     (
         "_shape_",
@@ -119,6 +123,14 @@ SIGNAL_LINE = re.compile(
     r"INTERNAL ASSERT FAILED|Expected .+ but got|must match the size|shapes cannot be multiplied",
     re.I,
 )
+CRASH_LINE = re.compile(
+    r"Segmentation fault|core dumped|Illegal instruction|^(?:zsh: )?(?:Killed|Aborted)\b", re.I
+)
+# how sure the picker is of lines beside a recognised error line (chosen on eval/wild, not held-out)
+CRASH_AFTER_ERROR = 0.7  # a crash line: the process died of that error
+WARNING_BESIDE_ERROR = 0.8  # a warning: rarely the question
+PLAIN_BESIDE_ERROR = 0.7  # a plain line: a weak second opinion ...
+PLAIN_LINES = 3  # ... from the last few
 # A log record at error level, or a tool's `error:` line (pip, the compiler): an error line too.
 LOG_ERROR = re.compile(
     r"^\s*(?:[\d\-:/.,T ]+\s)?(?:\[?(?:ERROR|FATAL|CRITICAL)\]?(?::[\w.]+)*:?|error:)\s*\S"
@@ -279,28 +291,39 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
             if ln.strip() and CONTINUATION.match(ln) and not FRAME.match(ln) and not NOISE.search(ln):
                 found.append((i + 0.25, ln.strip(), 0.95))
     # errors outrank warnings: a warning pasted along with the error is rarely the question
-    found = [(pos, s, min(w, 0.9) if WARNING_LINE.match(s) else w) for pos, s, w in found]
+    errors = any(not WARNING_LINE.match(s) for _, s, _ in found)
+    cap = WARNING_BESIDE_ERROR if errors else 0.9
+    found = [(pos, s, min(w, cap) if WARNING_LINE.match(s) else w) for pos, s, w in found]
+    # a process that dies after an error message (`Segmentation fault (core dumped)` below a
+    # traceback) died of that error: the crash line is its consequence, not the question
+    if any(not CRASH_LINE.search(s) and not WARNING_LINE.match(s) for _, s, _ in found):
+        found = [
+            (pos, s, min(w, CRASH_AFTER_ERROR) if CRASH_LINE.search(s) and not _is_exc(s) else w)
+            for pos, s, w in found
+        ]
     plain = not found
     warnings_only = not plain and all(WARNING_LINE.match(s) for _, s, _ in found)
+    # plain lines: with no error line (or warnings only) the error may be a bare message, a title, a
+    # sentence; beside an error line they are a weak second opinion (`No CUDA runtime is found` above
+    # the setup script's own `raise`)
+    candidates = [
+        (i, ln.strip())
+        for i, ln in enumerate(lines)
+        if ln.strip()
+        and not FRAME.match(ln)
+        and not NOISE.search(ln)
+        and 10 <= len(ln.strip()) <= 2000
+        and not (i and SOURCE_OF.match(lines[i - 1]))  # not the code line a frame shows
+    ]
+    seen_text = {s for _, s, _ in found}
+    # lines already part of a found message (a wrapped warning) are not offered again
+    candidates = [(i, c) for i, c in candidates if not any(c in s for s in seen_text) and not _is_exc(c)]
     if plain or warnings_only:
-        # no error line (or warnings only): the error may be a bare message, a title, a sentence
-        candidates = [
-            (i, ln.strip())
-            for i, ln in enumerate(lines)
-            if ln.strip()
-            and not FRAME.match(ln)
-            and not NOISE.search(ln)
-            and 10 <= len(ln.strip()) <= 2000
-            and not (i and SOURCE_OF.match(lines[i - 1]))
-        ]  # not the code line a frame shows
-        seen_text = {s for _, s, _ in found}
-        # lines already part of a found message (a wrapped warning) are not offered again
-        candidates = [(i, c) for i, c in candidates if not any(c in s for s in seen_text) and not _is_exc(c)]
         # next to warnings, a plain line is likelier the error ("module 'torch' has no attribute 'rfft'")
-        weight = 0.92 if warnings_only else 0.9
-        found += [
-            (i, s, weight) for i, s in candidates[-6:] if s not in seen_text and not WARNING_LINE.match(s)
-        ]
+        weight, offered = (0.92 if warnings_only else 0.9), candidates[-6:]
+    else:
+        weight, offered = PLAIN_BESIDE_ERROR, candidates[-PLAIN_LINES:]
+    found += [(i, s, weight) for i, s in offered if s not in seen_text and not WARNING_LINE.match(s)]
     # an error quoted inside prose ('it shows "An attempt has been made to start a new process..."')
     quoted = [
         (i + 0.1, m.group(1).strip(), 0.95)

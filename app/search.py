@@ -46,6 +46,7 @@ TYPO_CUTOFF = 86  # rapidfuzz ratio a correction needs
 TYPO_WEIGHT = 0.7  # a corrected word counts for less than one typed right
 TIE = 0.03
 CONTEXT_MASS = 60.0  # IDF weight (about ten distinctive words) the rest of a paste needs to count in full
+SUPPORT_WEIGHT = 0.75  # lines the picker is this sure of count as support for an entry (tie-breaks)
 LINE_DOUBT = 0.5  # share of the line picker's doubt (prose, warnings, earlier exceptions) a match keeps
 UNDECIDED = TIE / 20  # tied entries the rest of the paste separates by less than this: no confident pick
 FILE_MISMATCH = 0.85  # a signature naming another library file than the paste's
@@ -74,9 +75,12 @@ PYTHON_ERRORS = frozenset(
 PYTHON_BARE_WORDS = 8
 BARE_CAP = 0.65
 RARE_DF = 5  # a word in at most this many signatures is distinctive
+RARE_ENTRIES = 3  # ... and so is one in a few more signatures that all belong to this many entries
+RARE_TOPIC_SIGNATURES = 30
 TEXT_TERMS = 12
 RELATED_SHARE = 0.4  # with a confident match, others are shown only above this share of its score
 # aux tokens that are not names: small numbers (normalize.SMALL_INT) and file names (normalize.file_tokens)
+EXC_TYPE = re.compile(r"(?:error|exception|warning|interrupt|exit)$")
 NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$|p:")
 STOPWORDS = frozenset(
     [
@@ -243,6 +247,7 @@ class SignatureIndex:
         self.buckets = buckets
         self._corrections: dict[str, str | None] = {}
         self._signatures: dict[int, SignatureInfo] = {}
+        self._entries_using: dict[str, int] = {}  # token -> entries whose signatures hold it (rare tokens)
 
     def correct(self, token: str) -> str | None:
         """The known word a mistyped one most likely meant (`runtineerror` -> `runtimeerror`)."""
@@ -293,10 +298,25 @@ class SignatureIndex:
         shared = sum(idf.get(t, unknown) for t in ta & tb)
         return bool(wa and wb) and shared >= SAME_MESSAGE * min(wa, wb)
 
-    def distinctive(self, tokens: list[str]) -> bool:
-        """Whether a signature holds a word few signatures share (its exception type aside)."""
-        postings = self.postings
-        return any(t in postings and len(postings[t]) <= RARE_DF for t in tokens[1:] if not t.startswith("_"))
+    def distinctive(self, db: Reader, tokens: list[str]) -> bool:
+        """Whether a signature holds a word few signatures share, or that only a few entries use
+        (`DGL` is in a dozen signatures of three entries); its exception type aside."""
+        words = (
+            tokens[1:] if tokens and EXC_TYPE.search(tokens[0]) else tokens
+        )  # `rocBLAS error: ...` has no type
+        return any(self._rare(db, t) for t in words if not t.startswith("_"))
+
+    def _rare(self, db: Reader, token: str) -> bool:
+        ids = self.postings.get(token)
+        if ids is None or len(ids) > RARE_TOPIC_SIGNATURES:
+            return False
+        if len(ids) <= RARE_DF:
+            return True
+        if EXC_TYPE.search(token):  # a wrapper's type (`InductorError`) is no topic
+            return False
+        if token not in self._entries_using:
+            self._entries_using[token] = len({info.slug for info in self.signatures(db, list(ids))})
+        return self._entries_using[token] <= RARE_ENTRIES
 
     def weights(self, tokens: list[str], aux: list[str] | set[str]) -> dict[str, float]:
         idf, unknown = self.idf, self.idf_unknown
@@ -306,25 +326,35 @@ class SignatureIndex:
         return w
 
     def candidates(self, lines: list[QueryLine]) -> list[int]:
-        """Signatures sharing the most IDF weight of the paste's rarest tokens.
+        """Per error line, the signatures sharing the most IDF weight of its rarest tokens.
 
         Rare tokens first, within a budget of postings: a huge knowledge base costs the same as a
-        small one, and common words ("runtimeerror", "tensor") never decide anything anyway.
+        small one, and common words ("runtimeerror", "tensor") never decide anything anyway. Each
+        line gathers its own: a sentence of prose with common words in it must not crowd out the
+        short signature the error line matches whole.
         """
-        postings = self.postings
-        tokens = {t for q in lines[:MAX_LINES] for t in q.tokens if t in postings}
-        score: dict[int, float] = {}
-        get = score.get
-        budget = POSTINGS_BUDGET
-        for t in sorted(tokens, key=lambda t: len(postings[t])):
-            ids = postings[t]
-            if len(ids) > budget and score:
-                break
-            budget -= len(ids)
-            w = self.idf[t]
-            for sid in ids[:POSTINGS_BUDGET]:
-                score[sid] = get(sid, 0.0) + w
-        return [sid for sid, _ in heapq.nlargest(CANDIDATES, score.items(), key=itemgetter(1))]
+        postings, idf = self.postings, self.idf
+        picked: dict[int, None] = {}
+        shown = lines[:MAX_LINES]
+        for i, q in enumerate(shown):
+            tokens = {t for t in q.tokens if t in postings}
+            score: dict[int, float] = {}
+            get = score.get
+            budget = POSTINGS_BUDGET // len(shown)
+            for t in sorted(tokens, key=lambda t: len(postings[t])):
+                ids = postings[t]
+                if len(ids) > budget and score:
+                    break
+                budget -= len(ids)
+                w = idf[t]
+                for sid in ids[:POSTINGS_BUDGET]:
+                    score[sid] = get(sid, 0.0) + w
+            # the best line gathers most; the others a share each
+            keep = CANDIDATES if i == 0 else CANDIDATES // 2
+            picked.update(
+                dict.fromkeys(sid for sid, _ in heapq.nlargest(keep, score.items(), key=itemgetter(1)))
+            )
+        return list(picked)
 
 
 def similarity(line_w: dict[str, float], sig_w: dict[str, float], known_mass: float | None = None) -> float:
@@ -490,7 +520,7 @@ class Searcher:
                 # a short signature says too little alone, unless the names or files it quotes agree
                 # or it holds a rare word (`CUFFT_INTERNAL_ERROR`)
                 named = bool(sig_names & q.aux)
-                if (words <= BARE_WORDS and not named and not index.distinctive(sig_tokens)) or (
+                if (words <= BARE_WORDS and not named and not index.distinctive(db, sig_tokens)) or (
                     not sig_quoted
                     and words <= PYTHON_BARE_WORDS
                     and sig_tokens
@@ -505,14 +535,15 @@ class Searcher:
                 score = round(score, 4)
                 if score <= 0.1:
                     continue
-                seen = per_line.setdefault(slug, {})
-                seen[q.group] = max(seen.get(q.group, 0.0), score)
+                if q.weight >= SUPPORT_WEIGHT:  # a plain line beside the error doesn't back an entry
+                    seen = per_line.setdefault(slug, {})
+                    seen[q.group] = max(seen.get(q.group, 0.0), score)
                 if slug not in best or best[slug].score < score:
                     best[slug] = Hit(slug, title, category, score, sig_text, q.text)
                     best_group[slug] = q.group
         # an entry that also explains other lines of the paste ranks first among equals
         for slug, hit in best.items():
-            hit.support = sum(v for g, v in per_line[slug].items() if g != best_group[slug])
+            hit.support = sum(v for g, v in per_line.get(slug, {}).items() if g != best_group[slug])
         return best
 
     def _break_ties(self, db: Reader, ranked: list[Hit], paste: str) -> tuple[list[Hit], bool]:

@@ -218,3 +218,49 @@ def test_boilerplate_sentences_do_not_count():
         "reported at some other API call, so the stacktrace below might be incorrect."
     )
     assert b.tokens == normalize("RuntimeError: CUDA error: device-side assert triggered").tokens
+
+
+# Lines beside a recognised error line: offered, but the picker trusts them less than the error.
+BESIDE = {
+    "crash-after-traceback": (
+        "THCudaCheck FAIL file=/w/k.cu line=192 error=98 : invalid device function\n"
+        "RuntimeError: cuda runtime error (98) : invalid device function at /w/k.cu:192\n"
+        "Segmentation fault (core dumped)",
+        "Segmentation fault (core dumped)",
+    ),
+    "warning-above-error": (
+        "/w/ppo.py:457: UserWarning: Creating a tensor from a list of numpy.ndarrays is extremely slow.\n"
+        "Traceback (most recent call last):\n"
+        "ValueError: expected sequence of length 17 at dim 1 (got 0)",
+        "UserWarning: Creating a tensor from a list of numpy.ndarrays is extremely slow.",
+    ),
+    "log-line-above-own-raise": (
+        "No CUDA runtime is found, using CUDA_HOME='/usr/local/cuda'\n"
+        "Traceback (most recent call last):\n"
+        '  File "setup.py", line 47, in get_extensions\n'
+        "    raise NotImplementedError('Cuda is not availabel')\n"
+        "NotImplementedError: Cuda is not availabel",
+        "No CUDA runtime is found, using CUDA_HOME='/usr/local/cuda'",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BESIDE))
+def test_lines_beside_an_error_are_offered_with_less_weight(name):
+    paste, beside = BESIDE[name]
+    weights = dict(extract(paste).lines)
+    assert beside in weights, weights
+    error = max(weights.values())
+    assert error >= 0.97 and weights[beside] <= 0.8, weights
+
+
+def test_crash_line_alone_is_the_error():
+    # with nothing else in the paste, the crash is what there is to explain
+    assert extract("Segmentation fault (core dumped)").lines[0][1] >= 0.9
+
+
+def test_relative_library_path_reads_as_a_file():
+    # `torch_scatter/_version_cuda.so` in a message names the library that failed, like a full path
+    assert "p:_version_cuda" in normalize("torch_scatter/_version_cuda.so: undefined symbol:").aux
+    assert "p:_version_cuda" in normalize("/opt/x/torch_scatter/_version_cuda.so: undefined symbol").aux
+    assert normalize("see pytorch/vision for details").aux == []

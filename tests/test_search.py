@@ -297,3 +297,19 @@ def test_search_a_word_or_two_beyond_the_error_line_do_not_pick_the_cause(search
 AssertionError: Torch not compiled with CUDA enabled""")
     assert result.results[0].slug == "cuda-not-available-cpu-wheel"
     assert result.confident
+
+
+def test_search_short_signature_with_a_topic_word_can_be_confident(searcher):
+    # "DGL" is in a dozen signatures, all of three entries: a topic word, not a common one
+    result = searcher.search("RuntimeError: DGL requires PyTorch >= 1.13.0")
+    assert result.confident and result.results[0].slug == "dgl-built-for-other-torch"
+
+
+def test_search_prose_line_does_not_crowd_out_the_error_lines_candidates(searcher):
+    # the sentence's common words ("cuda error") must not push the short exact signature out
+    alone = searcher.search("RuntimeError: CUDNN_STATUS_EXECUTION_FAILED")
+    with_prose = searcher.search(
+        "RuntimeError: CUDNN_STATUS_EXECUTION_FAILED\nwhen i run python demo.py, i got cuda error."
+    )
+    assert alone.confident and with_prose.confident
+    assert with_prose.results[0].slug == alone.results[0].slug == "cudnn-status-execution-failed"
