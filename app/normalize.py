@@ -160,7 +160,7 @@ ANNOUNCE = re.compile(
 # Markdown and report decoration around a pasted line: quotes, bullets, bold labels, backticks.
 DECOR = re.compile(r"^\s*(?:>\s*)*(?:[-*]\s+)?(?:\*\*[^*]{1,40}:\*\*\s*)?`*|`+\s*$")
 # a message in quotes or backticks inside a sentence, long enough to be an error rather than a name
-QUOTED_MESSAGE = re.compile(r"[\"“`']\s*([A-Za-z_][^\"“”`']{20,600}?)\s*[\"”`']")
+QUOTED_MESSAGE = re.compile(r"[\"“`']\s*(?:\[\w+\]:?\s*)?([A-Za-z_][^\"“”`']{20,600}?)\s*[\"”`']")
 QUOTED_WORDS = 4
 JOIN_LINES = 6  # a message that wraps goes on for at most this many lines
 JOIN_CHARS = 1200

@@ -119,6 +119,12 @@ ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_r
         "(pid: 4121) of binary: /usr/bin/python3",
         [],
     ),
+    "quoted-with-log-tag": (
+        'I get "[Error]: Target size (torch.Size([8])) must be the same as input size (torch.Size([8, 1]))" '
+        "when training",
+        "Target size (torch.Size([8])) must be the same as input size (torch.Size([8, 1]))",
+        [],
+    ),
     "pip-build-wrapper": (
         """  Preparing metadata (setup.py) ... error
   error: subprocess-exited-with-error
