@@ -161,6 +161,9 @@ ANNOUNCE = re.compile(
 DECOR = re.compile(r"^\s*(?:>\s*)*(?:[-*]\s+)?(?:\*\*[^*]{1,40}:\*\*\s*)?`*|`+\s*$")
 # a message in quotes or backticks inside a sentence, long enough to be an error rather than a name
 QUOTED_MESSAGE = re.compile(r"[\"“`']\s*(?:\[\w+\]:?\s*)?([A-Za-z_][^\"“”`']{20,600}?)\s*[\"”`']")
+RAISED_MESSAGE = re.compile(
+    r"(?:\bwarn|\braise\s+[\w.]+|\b[A-Z]\w*(?:Error|Exception|Warning))\(\s*[frbu]?([\"'])(.{20,600}?)\1"
+)
 QUOTED_WORDS = 4
 JOIN_LINES = 6  # a message that wraps goes on for at most this many lines
 JOIN_CHARS = 1200
@@ -333,6 +336,15 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
         if len(WORD.findall(m.group(1).lower())) >= QUOTED_WORDS
     ]
     found += quoted[-4:]
+    # the message as the code that raised it spells it (a frame's `raise X("...")`, `warnings.warn("...")`)
+    raised = [
+        (i + 0.2, m.group(2).strip(), 0.95)
+        for i, ln in enumerate(lines)
+        for m in RAISED_MESSAGE.finditer(ln)
+        if len(WORD.findall(m.group(2).lower())) >= QUOTED_WORDS
+    ]
+    if plain or warnings_only:  # beside a real exception line, a frame's `raise` may be another branch
+        found += raised[-2:]
     # prefer the final exception, then later lines over earlier ones (chained causes come first)
     top = max((f[0] for f in found if f[2] >= 0.97), default=None)
     found.sort(key=lambda f: (f[2] < 0.97, 0 if f[2] >= 0.97 else -f[2], -f[0]))

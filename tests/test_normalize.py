@@ -125,6 +125,12 @@ ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_r
         "Target size (torch.Size([8])) must be the same as input size (torch.Size([8, 1]))",
         [],
     ),
+    "warn-call-in-prose": (
+        'Same code, but with the error warnings.warn("Detected call of `lr_scheduler.step()` before '
+        '`optimizer.step()`. In PyTorch 1.1.0 and later")\nHow to solve it',
+        "Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and later",
+        [],
+    ),
     "pip-build-wrapper": (
         """  Preparing metadata (setup.py) ... error
   error: subprocess-exited-with-error
