@@ -11,8 +11,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 10
+VERSION = 11
 
+# GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
+STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # (placeholder, what the reader is told was ignored, pattern); order matters: wide shapes first.
 RULES: list[tuple[str, str, re.Pattern[str]]] = [
@@ -180,8 +182,8 @@ class Normalized:
 
 
 def clean(text: str) -> str:
-    """Drop NULs, ANSI colours and progress-bar overwrites; unify newlines."""
-    text = text.replace("\x00", "").replace("\r\n", "\n")
+    """Drop NULs, ANSI colours and progress-bar overwrites; unify newlines and quotes."""
+    text = text.replace("\x00", "").replace("\r\n", "\n").translate(STRAIGHT_QUOTES)
     text = ANSI.sub("", text)
     # a progress bar rewrites its line with \r: keep what was printed last
     return "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
@@ -198,6 +200,7 @@ def normalize(line: str) -> Normalized:
     """Replace numbers, sizes, shapes, paths, addresses, GPU names and quoted names by placeholders."""
     ignored: Counter[str] = Counter()
     aux: list[str] = []
+    line = line.translate(STRAIGHT_QUOTES)
     out = BOILERPLATE.sub(" ", line).strip() or line.strip()
     for placeholder, label, pattern in RULES:
 

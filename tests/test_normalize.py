@@ -276,3 +276,13 @@ def test_relative_library_path_reads_as_a_file():
     assert "p:_version_cuda" in normalize("torch_scatter/_version_cuda.so: undefined symbol:").aux
     assert "p:_version_cuda" in normalize("/opt/x/torch_scatter/_version_cuda.so: undefined symbol").aux
     assert normalize("see pytorch/vision for details").aux == []
+
+
+def test_curly_quotes_read_as_straight_ones():
+    # GCC in a UTF-8 locale prints `‘AT_CHECK’ was not declared`: the same quoted name as 'AT_CHECK'
+    assert (
+        normalize("error: ‘AT_CHECK’ was not declared in this scope").aux
+        == normalize("error: 'AT_CHECK' was not declared in this scope").aux
+        == ["at_check"]
+    )
+    assert extract("error: ‘AT_CHECK’ was not declared").lines[0][0] == "error: 'AT_CHECK' was not declared"
