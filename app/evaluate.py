@@ -145,6 +145,16 @@ def evaluate(cases: list[Case], search: Callable[[str], SearchResult], known: se
     return Report(outcomes, unknown)
 
 
+def answer_hidden(cases: list[Case], search: Callable[..., SearchResult]) -> float:
+    """Of the pastes that have an entry, the share that still get a confident answer when their
+    entries are hidden: a confident wrong answer. Pastes of errors the knowledge base lacks meet the
+    same search, so this is how often a gap is answered with confidence (measured on worked-on cases,
+    without the held-out sample)."""
+    covered = [c for c in cases if c.ok]
+    wrong = sum(1 for c in covered if search(c.text, hide=frozenset(c.ok)).confident)
+    return wrong / len(covered) if covered else 0.0
+
+
 def verdicts(report: Report) -> dict[str, str]:
     """Each case's verdict by id: what `pitfalls eval --save` keeps to compare a later run with."""
     return {o.case.id: o.verdict for o in report.outcomes}

@@ -429,7 +429,11 @@ class Searcher:
         return self._index
 
     # -- search -----------------------------------------------------------------------------
-    def search(self, text: str, *, limit: int | None = None) -> SearchResult:
+    def search(
+        self, text: str, *, limit: int | None = None, hide: frozenset[str] = frozenset()
+    ) -> SearchResult:
+        """The entries that explain `text`, best first, and whether the first is a confident answer.
+        `hide`: entries to search without (the evaluation asks what a paste whose entry is missing gets)."""
         if not isinstance(text, str):
             raise QueryError("the search text must be a string")
         if len(text.encode("utf-8", "surrogatepass")) > self.max_query_bytes:
@@ -442,9 +446,9 @@ class Searcher:
         if not text.strip():
             raise QueryError("the search text is empty: paste an error message or a traceback")
         with self.store.reader() as db:
-            return self._search(db, text, limit or self.limit)
+            return self._search(db, text, limit or self.limit, hide)
 
-    def _search(self, db: Reader, text: str, limit: int) -> SearchResult:
+    def _search(self, db: Reader, text: str, limit: int, hide: frozenset[str] = frozenset()) -> SearchResult:
         index = self._refresh(db)
         ex = extract(text)
         ignored: Counter[str] = Counter()
@@ -456,11 +460,15 @@ class Searcher:
         if ex.frames:
             ignored["traceback frame"] = ex.frames
         hits = self._by_signature(db, index, lines) if lines else {}
+        if hide:
+            hits = {slug: h for slug, h in hits.items() if slug not in hide}
         confident = self._decisive(list(hits.values()), index)
         if not lines or ex.plain or not hits:
             # free text, or an error no signature knows: BM25 over what entries say
             free = ex.free_text if not lines or ex.plain else " ".join(q.text for q in lines)
             text_hits, text_confident = self._by_text(db, free, only_free=not lines or ex.plain)
+            if hide and any(h.slug in hide for h in text_hits):
+                text_hits, text_confident = [h for h in text_hits if h.slug not in hide], False
             confident = confident or (text_confident and not hits)
             for h in text_hits:
                 hits.setdefault(h.slug, h)

@@ -313,3 +313,11 @@ def test_search_prose_line_does_not_crowd_out_the_error_lines_candidates(searche
     )
     assert alone.confident and with_prose.confident
     assert with_prose.results[0].slug == alone.results[0].slug == "cudnn-status-execution-failed"
+
+
+def test_search_without_some_entries_never_returns_them(searcher):
+    # the evaluation's "answer hidden" figure: what a paste gets when its entry is missing
+    text = "RuntimeError: CUDNN_STATUS_EXECUTION_FAILED"
+    assert searcher.search(text).results[0].slug == "cudnn-status-execution-failed"
+    hidden = searcher.search(text, hide=frozenset({"cudnn-status-execution-failed"}))
+    assert "cudnn-status-execution-failed" not in [h.slug for h in hidden.results]
