@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -55,13 +57,14 @@ def sync(
 
     settings = current_settings()
     migrate(settings)
+    engine = make_engine(settings)
     try:
-        report = content.sync(
-            make_engine(settings), settings.content_dir, force=force, team=settings.team_content_dir
-        )
+        report = content.sync(engine, settings.content_dir, force=force, team=settings.team_content_dir)
     except content.ContentError as exc:
         err.print(f"[red]content error:[/red] {exc}")
         raise typer.Exit(2) from None
+    finally:
+        engine.dispose()
     out.print(f"synced {settings.content_dir}: {report}")
 
 
@@ -90,7 +93,11 @@ class _Local:
                 soft_wrap=True,
             )
             raise typer.Exit(2)
-        self.engine = ready_engine(self.settings)
+        self._open = ExitStack()
+        self.engine = self._open.enter_context(ready_engine(self.settings))
+
+    def close(self) -> None:
+        self._open.close()
 
     def search(self, text: str) -> dict[str, Any]:
         from .search import QueryError, Searcher
@@ -127,6 +134,9 @@ class _Remote:
         self.base_url = url.rstrip("/")
         self.http = httpx.Client(base_url=self.base_url, timeout=30)
 
+    def close(self) -> None:
+        self.http.close()
+
     def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         import httpx
 
@@ -149,8 +159,14 @@ class _Remote:
         return self._call("GET", f"/api/entries/{slug}")
 
 
-def _kb(server: str | None) -> _Local | _Remote:
-    return _Remote(server) if server else _Local()
+@contextmanager
+def _kb(server: str | None) -> Iterator[_Local | _Remote]:
+    """The knowledge base asked (a local database or a team's server), closed when the block ends."""
+    kb = _Remote(server) if server else _Local()
+    try:
+        yield kb
+    finally:
+        kb.close()
 
 
 def _read_stdin() -> str:
@@ -176,7 +192,8 @@ def search(
     server: Server = None,
 ) -> None:
     """Search the knowledge base for an error message."""
-    result = _kb(server).search(_read_stdin() if text == "-" else text)
+    with _kb(server) as kb:
+        result = kb.search(_read_stdin() if text == "-" else text)
     if as_json:
         out.print_json(json.dumps(result))
         return
@@ -200,7 +217,11 @@ def explain(
 
     The output passes through as the program runs; at its end, the best entry, its fix and its page.
     """
-    kb = _kb(server)  # fail early (no knowledge base, bad server), before the program's output
+    with _kb(server) as kb:  # fail early (no knowledge base, bad server), before the program's output
+        _explain(kb, quiet)
+
+
+def _explain(kb: _Local | _Remote, quiet: bool) -> None:
     text = _read_stdin() if quiet else _tee_stdin()
     if not text.strip():
         err.print("[yellow]Nothing to explain: the input was empty.[/yellow]")
@@ -252,11 +273,14 @@ def eval_(
         err.print(f"[red]{exc}[/red]", soft_wrap=True, highlight=False)
         raise typer.Exit(2) from None
     settings = current_settings()
-    engine = ready_engine(settings)
-    with Session(engine) as session:
-        known = set(session.exec(select(Entry.slug)).all())
-    searcher = Searcher.from_settings(engine, settings)
-    report = evaluate(cases, searcher.search, known)
+    with ready_engine(settings) as engine:
+        with Session(engine) as session:
+            known = set(session.exec(select(Entry.slug)).all())
+        searcher = Searcher.from_settings(engine, settings)
+        report = evaluate(cases, searcher.search, known)
+        if thresholds and not as_json:  # (--json prints no table)
+            searcher.confident_score = 0.0  # every other part of the rule still applies
+            unthresholded = evaluate(cases, searcher.search, known)
     figures = report.figures()
     if save:
         save.write_text(json.dumps(verdicts(report), indent=0), encoding="utf-8")
@@ -298,8 +322,6 @@ def eval_(
         for case_id, was, now in (moved or {}).get(way, []):
             out.print(f"[{colour}]{way:6}[/{colour}] {case_id:14} {was} -> {now}", highlight=False)
     if thresholds:
-        searcher.confident_score = 0.0  # every other part of the rule still applies
-        unthresholded = evaluate(cases, searcher.search, known)
         table = Table("threshold", "confident", "precision", "top-1 right", "wrong+confident", box=None)
         for row in threshold_table(unthresholded, [x / 100 for x in range(40, 96, 5)]):
             table.add_row(
@@ -337,7 +359,7 @@ def misses(
     from .team import misses as team_misses
 
     settings = current_settings()
-    with Session(ready_engine(settings)) as session:
+    with ready_engine(settings) as engine, Session(engine) as session:
         if draft is not None:
             try:
                 path = drafts.create(session, settings.team_content_dir, draft, f"{getpass.getuser()} (cli)")
@@ -372,7 +394,7 @@ def feedback(
     from .team import feedback as team_feedback
 
     settings = current_settings()
-    with Session(ready_engine(settings)) as session:
+    with ready_engine(settings) as engine, Session(engine) as session:
         if export is not None:
             n = team_feedback.export(session, export)
             out.print(f"wrote {n} misrouted pastes to {export} (check them with `pitfalls eval {export}`)")

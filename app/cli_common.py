@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import click
@@ -28,16 +30,21 @@ def current_settings() -> Settings:
     return root.obj
 
 
-def ready_engine(s: Settings) -> Engine:
-    """Migrate and sync, then hand back an engine (CLI commands work on a fresh machine)."""
+@contextmanager
+def ready_engine(s: Settings) -> Iterator[Engine]:
+    """Migrate and sync, then lend an engine (CLI commands work on a fresh machine); its connections
+    are closed when the block ends."""
     from . import content
     from .db import make_engine, migrate
 
     migrate(s)
     engine = make_engine(s)
     try:
-        content.sync(engine, s.content_dir, team=s.team_content_dir)
-    except content.ContentError as exc:
-        err.print(f"[red]content error:[/red] {exc}")
-        raise typer.Exit(2) from None
-    return engine
+        try:
+            content.sync(engine, s.content_dir, team=s.team_content_dir)
+        except content.ContentError as exc:
+            err.print(f"[red]content error:[/red] {exc}")
+            raise typer.Exit(2) from None
+        yield engine
+    finally:
+        engine.dispose()

@@ -129,7 +129,7 @@ def _store(settings: Settings, report: list[dict[str, Any]]) -> None:
     from . import runs
     from .models import Entry
 
-    with Session(ready_engine(settings)) as session:
+    with ready_engine(settings) as engine, Session(engine) as session:
         for row in report:
             entry = session.get(Entry, row["slug"])
             if entry is None:

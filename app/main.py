@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import content, runs
 from .config import Settings
-from .db import make_engine, migrate, queue_listener, startup_lock
+from .db import QueueListener, make_engine, migrate, queue_listener, startup_lock
 from .local_workers import LocalWorkers
 from .search import Searcher
 from .team.auth import ReadGate
@@ -37,22 +37,26 @@ def create_app(settings: Settings | None = None, *, worker_url: str | None = Non
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if settings.sync_on_start:
-            with startup_lock(app.state.engine):  # replicas starting together take turns (PostgreSQL)
-                migrate(settings)
-                report = content.sync(app.state.engine, settings.content_dir, team=settings.team_content_dir)
-            log.info("content synced: %s", report)
-        with Session(app.state.engine) as session:
-            if n := runs.mark_interrupted(session=session):
-                log.warning("%d runs left running by the last server were marked interrupted", n)
-        app.state.queue_event = event = asyncio.Event()
-        # PostgreSQL: a run queued by any replica wakes this one's long polls (SQLite: one process)
-        loop = asyncio.get_running_loop()
-        listener = queue_listener(app.state.engine, lambda: loop.call_soon_threadsafe(event.set))
-        pool = LocalWorkers(settings, worker_url, app.state.local_token) if worker_url else None
-        if pool:
-            pool.start()
-        try:
+        listener: QueueListener | None = None
+        pool: LocalWorkers | None = None
+        try:  # a start that fails (a content error) leaves no connection open either
+            if settings.sync_on_start:
+                with startup_lock(app.state.engine):  # replicas starting together take turns (PostgreSQL)
+                    migrate(settings)
+                    report = content.sync(
+                        app.state.engine, settings.content_dir, team=settings.team_content_dir
+                    )
+                log.info("content synced: %s", report)
+            with Session(app.state.engine) as session:
+                if n := runs.mark_interrupted(session=session):
+                    log.warning("%d runs left running by the last server were marked interrupted", n)
+            app.state.queue_event = event = asyncio.Event()
+            # PostgreSQL: a run queued by any replica wakes this one's long polls (SQLite: one process)
+            loop = asyncio.get_running_loop()
+            listener = queue_listener(app.state.engine, lambda: loop.call_soon_threadsafe(event.set))
+            pool = LocalWorkers(settings, worker_url, app.state.local_token) if worker_url else None
+            if pool:
+                pool.start()
             yield
         finally:
             if pool:

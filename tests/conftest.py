@@ -27,7 +27,8 @@ def kb_engine(kb_settings):
     migrate(kb_settings)
     engine = make_engine(kb_settings)
     content.sync(engine, kb_settings.content_dir)
-    return engine
+    yield engine
+    engine.dispose()
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,9 @@ def tree(tmp_path):
     (tmp_path / "loss/second-entry.toml").write_text(GOOD.replace("view() on a", "Another: view() on a"))
     settings = Settings(database_url=f"sqlite:///{tmp_path}/db.sqlite", content_dir=tmp_path)
     migrate(settings)
-    return tmp_path, make_engine(settings)
+    engine = make_engine(settings)
+    yield tmp_path, engine
+    engine.dispose()
 
 
 def _count(engine, table: str) -> int:

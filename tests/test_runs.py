@@ -21,7 +21,9 @@ def db(synced_db_url):  # on SQLite and on PostgreSQL (tests/conftest.py)
         database_url=synced_db_url, content_dir=ROOT / "content", lease_s=30, max_attempts=2, queue_max=5
     )
     migrate(settings)
-    return settings, make_engine(settings)
+    engine = make_engine(settings)
+    yield settings, engine
+    engine.dispose()
 
 
 def _worker(session, wid: str, gpus: int = 0):

@@ -24,7 +24,9 @@ _settings = Settings(
     sync_on_start=False,
 )
 migrate(_settings)
-content.sync(make_engine(_settings), _settings.content_dir)
+_engine = make_engine(_settings)
+content.sync(_engine, _settings.content_dir)
+_engine.dispose()
 app = create_app(_settings)
 schema = schemathesis.openapi.from_asgi("/openapi.json", app)
 

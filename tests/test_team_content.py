@@ -42,7 +42,9 @@ def tree(tmp_path):
         database_url=f"sqlite:///{tmp_path}/db.sqlite", content_dir=shipped, team_content_dir=team
     )
     migrate(settings)
-    return shipped, team, make_engine(settings)
+    engine = make_engine(settings)
+    yield shipped, team, engine
+    engine.dispose()
 
 
 def snapshot(engine) -> tuple:

@@ -33,9 +33,16 @@ def test_migration_matches_the_team_models(tmp_path):
         "include_name": lambda name, type_, parent: type_ != "table" or name in TEAM_TABLES,
         "include_object": ours,
     }
-    with engine.connect() as conn:
-        diffs = compare_metadata(MigrationContext.configure(conn, opts=only_ours), SQLModel.metadata)
-    assert diffs == []
-    assert set(inspect(engine).get_table_names()) >= TEAM_TABLES
+    try:
+        with engine.connect() as conn:
+            diffs = compare_metadata(MigrationContext.configure(conn, opts=only_ours), SQLModel.metadata)
+        assert diffs == []
+        assert set(inspect(engine).get_table_names()) >= TEAM_TABLES
+    finally:
+        engine.dispose()
     command.downgrade(alembic_config(settings), "0002")
-    assert not TEAM_TABLES & set(inspect(make_engine(settings)).get_table_names())
+    engine = make_engine(settings)
+    try:
+        assert not TEAM_TABLES & set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()

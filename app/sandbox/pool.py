@@ -222,16 +222,17 @@ class Pool:
             "workdir": workdir,
             "tmp_mb": limits.memory_mb,  # tmpfs pages are charged to the run's memory cgroup too
         }
+        child: ChildHandle | None = None
         try:
             child = self._server.start_child(msg, [theirs.fileno()], sock=ours, cgroup=cgroup, kind=warm)
-        finally:
+        finally:  # also when the request fails (the fork server gone as the pool closes)
             theirs.close()
-        if child is None:
-            ours.close()
-            shutil.rmtree(workdir, ignore_errors=True)
-            if cgroup:
-                self._cleanup.put(cgroup.remove)
-        else:
+            if child is None:
+                ours.close()
+                shutil.rmtree(workdir, ignore_errors=True)
+                if cgroup:
+                    self._cleanup.put(cgroup.remove)
+        if child is not None:
             child.workdir = workdir
         return child
 
@@ -270,6 +271,8 @@ class Pool:
                     child = None
             except Exception:  # noqa: BLE001 - never let the replenisher die; back off and retry
                 log.exception("could not fork a spare sandbox child; retrying in 0.5 s")
+                if child is not None:  # forked, then failed warming up: free its socket and folder
+                    child.retire()
                 child = None
             finally:
                 with self._cond:

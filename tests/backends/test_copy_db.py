@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from sqlmodel import Session, func, select
 from typer.testing import CliRunner
 
-from app import runs
+from app import content, runs
 from app.cli import cli
 from app.config import Settings
 from app.db import make_engine
@@ -19,64 +21,72 @@ from tests.conftest import ROOT, _synced_database
 @pytest.fixture()
 def sqlite_with_history(request, tmp_path):
     url = _synced_database(request, "sqlite", tmp_path)
-    settings = Settings(database_url=url, content_dir=ROOT / "content")
+    # content/ as of now, for both databases (other work may add entries while the suite runs)
+    folder = shutil.copytree(ROOT / "content", tmp_path / "content")
+    settings = Settings(database_url=url, content_dir=folder)
     engine = make_engine(settings)
-    with Session(engine) as s:
-        done = runs.create_run(
-            session=s, entry=s.get(Entry, "view-non-contiguous"), settings=settings, client="addr:1"
-        )
-        queued = runs.create_run(session=s, entry=s.get(Entry, "nan-loss"), settings=settings)
-        worker = runs.see_worker(
-            session=s, info={"id": "gpu-box", "gpus": 1, "device": "NVIDIA H100", "torch_version": "2.13.0"}
-        )
-        leased = runs.lease_run(session=s, worker=worker, settings=settings)
-        out = {
-            **blank("raised", "as expected"),
-            "expected": True,
-            "device": "cuda",
-            "torch_version": "2.13.0",
-            "message": "view size is not compatible ✓",
-        }
-        for part in runs.PARTS:
-            runs.submit_result(
-                session=s, run_id=leased.id, lease=leased.lease, part=part, result=out, settings=settings
+    try:
+        content.sync(engine, folder)
+        with Session(engine) as s:
+            done = runs.create_run(
+                session=s, entry=s.get(Entry, "view-non-contiguous"), settings=settings, client="addr:1"
             )
-        s.add(Feedback(entry_slug="nan-loss", verdict="solved", comment="thanks", user="ana"))
-        s.commit()
-        ids = (done.id, queued.id)
-    engine.dispose()
+            queued = runs.create_run(session=s, entry=s.get(Entry, "nan-loss"), settings=settings)
+            worker = runs.see_worker(
+                session=s,
+                info={"id": "gpu-box", "gpus": 1, "device": "NVIDIA H100", "torch_version": "2.13.0"},
+            )
+            leased = runs.lease_run(session=s, worker=worker, settings=settings)
+            out = {
+                **blank("raised", "as expected"),
+                "expected": True,
+                "device": "cuda",
+                "torch_version": "2.13.0",
+                "message": "view size is not compatible ✓",
+            }
+            for part in runs.PARTS:
+                runs.submit_result(
+                    session=s, run_id=leased.id, lease=leased.lease, part=part, result=out, settings=settings
+                )
+            s.add(Feedback(entry_slug="nan-loss", verdict="solved", comment="thanks", user="ana"))
+            s.commit()
+            ids = (done.id, queued.id)
+    finally:
+        engine.dispose()
     return settings, ids
 
 
 def _snapshot(url: str) -> dict:
     engine = make_engine(Settings(database_url=url))
-    with Session(engine) as s:
-        snap = {
-            "runs": [
-                (
-                    r.id,
-                    r.entry_slug,
-                    r.state,
-                    r.job,
-                    r.results,
-                    r.worker_id,
-                    r.attempts,
-                    r.created_at.replace(tzinfo=None),
-                    r.finished_at and r.finished_at.replace(tzinfo=None),
-                )
-                for r in s.exec(select(Run).order_by(Run.id)).all()
-            ],
-            "results": [
-                (r.entry_slug, r.part, r.snippet_hash, r.outcome, r.expected, r.run_id)
-                for r in s.exec(select(Result).order_by(Result.id)).all()
-            ],
-            "workers": [(w.id, w.device, w.gpus) for w in s.exec(select(Worker)).all()],
-            "feedback": [
-                (f.entry_slug, f.verdict, f.comment, f.user) for f in s.exec(select(Feedback)).all()
-            ],
-            "entries": s.exec(select(func.count()).select_from(Entry)).one(),
-        }
-    engine.dispose()
+    try:
+        with Session(engine) as s:
+            snap = {
+                "runs": [
+                    (
+                        r.id,
+                        r.entry_slug,
+                        r.state,
+                        r.job,
+                        r.results,
+                        r.worker_id,
+                        r.attempts,
+                        r.created_at.replace(tzinfo=None),
+                        r.finished_at and r.finished_at.replace(tzinfo=None),
+                    )
+                    for r in s.exec(select(Run).order_by(Run.id)).all()
+                ],
+                "results": [
+                    (r.entry_slug, r.part, r.snippet_hash, r.outcome, r.expected, r.run_id)
+                    for r in s.exec(select(Result).order_by(Result.id)).all()
+                ],
+                "workers": [(w.id, w.device, w.gpus) for w in s.exec(select(Worker)).all()],
+                "feedback": [
+                    (f.entry_slug, f.verdict, f.comment, f.user) for f in s.exec(select(Feedback)).all()
+                ],
+                "entries": s.exec(select(func.count()).select_from(Entry)).one(),
+            }
+    finally:
+        engine.dispose()
     return snap
 
 
@@ -93,14 +103,16 @@ def test_copy_db_moves_history_to_postgresql_and_new_runs_follow(sqlite_with_his
     # the copy is a working database: the queued run is leased from it, new runs get new ids
     pg_settings = settings.model_copy(update={"database_url": target})
     engine = make_engine(pg_settings)
-    with Session(engine) as s:
-        worker = runs.see_worker(session=s, info={"id": "w2"})
-        assert runs.lease_run(session=s, worker=worker, settings=pg_settings).id == queued_id
-        new = runs.create_run(
-            session=s, entry=s.get(Entry, "linear-in-features-mismatch"), settings=pg_settings
-        )
-        assert new.id > max(done_id, queued_id)
-    engine.dispose()
+    try:
+        with Session(engine) as s:
+            worker = runs.see_worker(session=s, info={"id": "w2"})
+            assert runs.lease_run(session=s, worker=worker, settings=pg_settings).id == queued_id
+            new = runs.create_run(
+                session=s, entry=s.get(Entry, "linear-in-features-mismatch"), settings=pg_settings
+            )
+            assert new.id > max(done_id, queued_id)
+    finally:
+        engine.dispose()
     # a second copy into a database with history is refused, and changes nothing
     again = CliRunner().invoke(cli, ["copy-db", target], env=env)
     assert again.exit_code == 2 and "already has rows" in again.output

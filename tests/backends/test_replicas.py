@@ -45,13 +45,14 @@ class Replica:
             "PITFALLS_LEASE_S": "60",
         }
         self.log = log
-        self.proc = subprocess.Popen(
-            [PITFALLS, "serve", "--port", str(self.port)],
-            env=env,
-            cwd=ROOT,
-            stdout=log.open("w"),
-            stderr=subprocess.STDOUT,
-        )
+        with log.open("w") as out:  # the child has its own copy of the file
+            self.proc = subprocess.Popen(
+                [PITFALLS, "serve", "--port", str(self.port)],
+                env=env,
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         self.http = httpx.Client(base_url=self.base, timeout=30)
 
     def wait_healthy(self) -> None:

@@ -99,8 +99,10 @@ def test_store_sees_a_sync_made_through_another_engine(store, synced_db_url, tmp
         before = r.generation()
         assert r.free_text(["zanzibarish"], every=True, limit=5) == []
     other = make_engine(Settings(database_url=synced_db_url))
-    assert content.sync(other, folder).updated == ["nan-loss"]
-    other.dispose()
+    try:
+        assert content.sync(other, folder).updated == ["nan-loss"]
+    finally:
+        other.dispose()
     with store.reader() as r:
         assert int(r.generation()) == int(before) + 1
         assert [h[0] for h in r.free_text(["zanzibarish"], every=True, limit=5)] == ["nan-loss"]
