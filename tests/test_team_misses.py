@@ -253,3 +253,12 @@ def test_live_search_while_typing_records_one_miss(tmp_path):
         age(c, misses.TYPING_S + 1)  # an old miss is not replaced by a longer one
         c.post("/api/search", json={"q": "ZapError: the zap coil melted at 7 and more"})
         assert len(c.get("/api/team/misses", headers=AUTH).json()) == 2
+
+
+def test_kept_lines_are_error_lines_not_the_sentences_beside_them():
+    # the line picker also offers a paste's last plain lines beside its error (a weak second opinion
+    # for search); the team features keep only the error
+    kept = misses.error_lines(
+        "my colleague ana ran train.py on box-7\nRuntimeError: CUDA error: out of memory"
+    )
+    assert kept == ["RuntimeError: CUDA error: out of memory"]

@@ -21,7 +21,7 @@ from sqlmodel import Session, col
 
 from ..config import Settings
 from ..models import utcnow
-from ..normalize import extract, normalize
+from ..normalize import PLAIN_BESIDE_ERROR, extract, normalize
 from .models import MissedSearch
 
 if TYPE_CHECKING:
@@ -53,7 +53,11 @@ def scrub(text: str) -> str:
 def error_lines(paste: str) -> list[str]:
     """The paste's error lines, normalised and scrubbed: what the team features keep of a paste."""
     seen: list[str] = []
-    for line, _weight in extract(paste).lines:
+    for line, weight in extract(paste).lines:
+        if (
+            weight <= PLAIN_BESIDE_ERROR
+        ):  # a sentence or log line beside the error: not the error, maybe private
+            continue
         n = scrub(normalize(scrub(line)).text)[:MAX_LINE].strip()
         if n and n not in seen:
             seen.append(n)
