@@ -185,14 +185,19 @@ class ForkServerClient:
             "PYTORCH_NVML_BASED_CUDA_CHECK": "1",
             "CUDA_LAUNCH_BLOCKING": "1",
         }  # read at CUDA init in the children: right traceback lines
-        proc = subprocess.Popen(
-            [self.python, "-m", "app.sandbox.forkserver", str(theirs.fileno())],
-            pass_fds=[theirs.fileno()],
-            stdin=subprocess.DEVNULL,
-            cwd=tempfile.gettempdir(),
-            env=env,
-        )
-        theirs.close()
+        try:
+            proc = subprocess.Popen(
+                [self.python, "-m", "app.sandbox.forkserver", str(theirs.fileno())],
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+                cwd=tempfile.gettempdir(),
+                env=env,
+            )
+        except BaseException:  # no interpreter there (and the like): leave no socket open
+            ours.close()
+            raise
+        finally:
+            theirs.close()
         ours.settimeout(300)
         reader = wire.Reader(ours)
         got = reader.recv()  # Reader turns a timeout into end of stream
