@@ -255,6 +255,28 @@ def _message_after(lines: list[str], i: int) -> list[str]:
     return more
 
 
+def _last_plain_lines(lines: list[str], seen: set[str], want: int) -> list[tuple[int, str]]:
+    """The last `want` lines that could be a bare message (not a frame, not noise, not the code line a
+    frame shows, not part of an error line already found), in paste order. Walks from the end: a
+    huge log costs what its tail costs."""
+    picked: list[tuple[int, str]] = []
+    for i in range(len(lines) - 1, -1, -1):
+        ln, s = lines[i], lines[i].strip()
+        if (
+            s
+            and 10 <= len(s) <= 2000
+            and not FRAME.match(ln)
+            and not NOISE.search(ln)
+            and not (i and SOURCE_OF.match(lines[i - 1]))
+            and not any(s in f for f in seen)  # a wrapped line of a message already found
+            and not _is_exc(s)
+        ):
+            picked.append((i, s))
+            if len(picked) == want:
+                break
+    return picked[::-1]
+
+
 def extract(text: str, *, max_lines: int = 10) -> Extracted:
     """Find the lines that carry the error in a paste: a one-liner, a traceback, a log, a report.
 
@@ -312,23 +334,12 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     # plain lines: with no error line (or warnings only) the error may be a bare message, a title, a
     # sentence; beside an error line they are a weak second opinion (`No CUDA runtime is found` above
     # the setup script's own `raise`)
-    candidates = [
-        (i, ln.strip())
-        for i, ln in enumerate(lines)
-        if ln.strip()
-        and not FRAME.match(ln)
-        and not NOISE.search(ln)
-        and 10 <= len(ln.strip()) <= 2000
-        and not (i and SOURCE_OF.match(lines[i - 1]))  # not the code line a frame shows
-    ]
     seen_text = {s for _, s, _ in found}
-    # lines already part of a found message (a wrapped warning) are not offered again
-    candidates = [(i, c) for i, c in candidates if not any(c in s for s in seen_text) and not _is_exc(c)]
     if plain or warnings_only:
         # next to warnings, a plain line is likelier the error ("module 'torch' has no attribute 'rfft'")
-        weight, offered = (0.92 if warnings_only else 0.9), candidates[-6:]
+        weight, offered = (0.92 if warnings_only else 0.9), _last_plain_lines(lines, seen_text, 6)
     else:
-        weight, offered = PLAIN_BESIDE_ERROR, candidates[-PLAIN_LINES:]
+        weight, offered = PLAIN_BESIDE_ERROR, _last_plain_lines(lines, seen_text, PLAIN_LINES)
     found += [(i, s, weight) for i, s in offered if s not in seen_text and not WARNING_LINE.match(s)]
     # an error quoted inside prose ('it shows "An attempt has been made to start a new process..."')
     quoted = [
@@ -339,14 +350,14 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
         if len(WORD.findall(m.group(1).lower())) >= QUOTED_WORDS
     ]
     found += quoted[-4:]
-    # the message as the code that raised it spells it (a frame's `raise X("...")`, `warnings.warn("...")`)
-    raised = [
-        (i + 0.2, m.group(2).strip(), 0.95)
-        for i, ln in enumerate(lines)
-        for m in RAISED_MESSAGE.finditer(ln)
-        if len(WORD.findall(m.group(2).lower())) >= QUOTED_WORDS
-    ]
     if plain or warnings_only:  # beside a real exception line, a frame's `raise` may be another branch
+        # the message as the code that raised it spells it (`raise X("...")`, `warnings.warn("...")`)
+        raised = [
+            (i + 0.2, m.group(2).strip(), 0.95)
+            for i, ln in enumerate(lines)
+            for m in RAISED_MESSAGE.finditer(ln)
+            if len(WORD.findall(m.group(2).lower())) >= QUOTED_WORDS
+        ]
         found += raised[-2:]
     # prefer the final exception, then later lines over earlier ones (chained causes come first)
     top = max((f[0] for f in found if f[2] >= 0.97), default=None)

@@ -29,7 +29,7 @@ from rapidfuzz import fuzz, process
 from sqlalchemy.engine import Engine
 
 from .config import Settings
-from .normalize import WORD, Normalized, clean, extract, normalize
+from .normalize import PLAIN_BESIDE_ERROR, WORD, Normalized, clean, extract, normalize
 from .search_store import Reader, SearchStore
 
 AUX_WEIGHT = 0.3  # quoted names matter, but less than the words around them
@@ -46,7 +46,6 @@ TYPO_CUTOFF = 86  # rapidfuzz ratio a correction needs
 TYPO_WEIGHT = 0.7  # a corrected word counts for less than one typed right
 TIE = 0.03
 CONTEXT_MASS = 60.0  # IDF weight (about ten distinctive words) the rest of a paste needs to count in full
-SUPPORT_WEIGHT = 0.75  # lines the picker is this sure of count as support for an entry (tie-breaks)
 LINE_DOUBT = 0.5  # share of the line picker's doubt (prose, warnings, earlier exceptions) a match keeps
 UNDECIDED = TIE / 10  # tied entries the rest of the paste separates by less than this: no confident pick
 FILE_MISMATCH = 0.85  # a signature naming another library file than the paste's
@@ -79,8 +78,8 @@ RARE_ENTRIES = 3  # ... and so is one in a few more signatures that all belong t
 RARE_TOPIC_SIGNATURES = 30
 TEXT_TERMS = 12
 RELATED_SHARE = 0.4  # with a confident match, others are shown only above this share of its score
+EXC_TYPE = re.compile(r"(?:error|exception|warning|interrupt|exit)$")  # a token naming an exception type
 # aux tokens that are not names: small numbers (normalize.SMALL_INT) and file names (normalize.file_tokens)
-EXC_TYPE = re.compile(r"(?:error|exception|warning|interrupt|exit)$")
 NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$|p:")
 STOPWORDS = frozenset(
     [
@@ -301,9 +300,8 @@ class SignatureIndex:
     def distinctive(self, db: Reader, tokens: list[str]) -> bool:
         """Whether a signature holds a word few signatures share, or that only a few entries use
         (`DGL` is in a dozen signatures of three entries); its exception type aside."""
-        words = (
-            tokens[1:] if tokens and EXC_TYPE.search(tokens[0]) else tokens
-        )  # `rocBLAS error: ...` has no type
+        # the first token is the exception type, unless there is none (`rocBLAS error: ...`)
+        words = tokens[1:] if tokens and EXC_TYPE.search(tokens[0]) else tokens
         return any(self._rare(db, t) for t in words if not t.startswith("_"))
 
     def _rare(self, db: Reader, token: str) -> bool:
@@ -543,7 +541,7 @@ class Searcher:
                 score = round(score, 4)
                 if score <= 0.1:
                     continue
-                if q.weight >= SUPPORT_WEIGHT:  # a plain line beside the error doesn't back an entry
+                if q.weight > PLAIN_BESIDE_ERROR:  # a plain line beside the error doesn't back an entry
                     seen = per_line.setdefault(slug, {})
                     seen[q.group] = max(seen.get(q.group, 0.0), score)
                 if slug not in best or best[slug].score < score:
