@@ -167,6 +167,9 @@ RAISED_MESSAGE = re.compile(
     r"(?:\bwarn|\braise\s+[\w.]+|\b[A-Z]\w*(?:Error|Exception|Warning))\(\s*[frbu]?([\"'])(.{20,600}?)\1"
 )
 QUOTED_WORDS = 4
+# an exception quoted in a sentence ('I get "RuntimeError: ...msg..." when I ...'): the line starts at
+# the type, past the opening quote, so the first quote mark it holds an odd number of closes the message
+CLOSING_QUOTE = re.compile(r"[\"`]")
 JOIN_LINES = 6  # a message that wraps goes on for at most this many lines
 JOIN_CHARS = 1200
 
@@ -244,6 +247,14 @@ def _is_exc(line: str) -> re.Match[str] | None:
     return m if m and not NOISE.search(line) else None
 
 
+def _inside_quotes(line: str) -> str | None:
+    """An exception line cut where the quote around it closes, when prose follows it."""
+    for m in CLOSING_QUOTE.finditer(line):
+        if line.count(m.group(0)) % 2 and len(WORD.findall(line[m.end() :])) >= 2:
+            return line[: m.start()].rstrip(" .,;")
+    return None
+
+
 def _message_after(lines: list[str], i: int) -> list[str]:
     """The lines after line i that go on with its message (wrapped text, indented state_dict lists)."""
     more: list[str] = []
@@ -306,6 +317,8 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
                 line = f"{m.group(1)}: {' '.join(more)}"[:JOIN_CHARS]
                 found.append((i, line, 1.0))
             else:
+                if inside := _inside_quotes(line):
+                    found.append((i, inside, 1.0))
                 found.append((i, line, 1.0))
                 if more:
                     found.append((i + 0.5, f"{line} {' '.join(more)}"[:JOIN_CHARS], 0.97))

@@ -160,6 +160,16 @@ class SearchResult:
         }
 
 
+# a line of an entry's text that links another entry (`[title](/e/slug)`): a hub's list of the
+# message's other causes, which says what the paste would show for *that* entry, not for this one
+LINKS_ANOTHER_ENTRY = re.compile(r"^.*\]\(/e/[\w-]+\).*$", re.M)
+
+
+def own_words(text: str) -> set[str]:
+    """The words an entry's text says of itself: lines pointing to other entries left out."""
+    return set(WORD.findall(LINKS_ANOTHER_ENTRY.sub(" ", text).lower()))
+
+
 class EntryTexts:
     """The words of every entry's text (title apart), with document frequencies: what a paste's
     context is compared with when entries tie."""
@@ -168,7 +178,7 @@ class EntryTexts:
         df: Counter[str] = Counter()
         bodies = db.entry_bodies()
         for body in bodies:
-            df.update(set(WORD.findall(body.lower())))
+            df.update(own_words(body))
         self.df, self.n = df, max(1, len(bodies))
         self._words: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
 
@@ -179,7 +189,7 @@ class EntryTexts:
         if slug not in self._words:
             row = db.entry_text(slug)
             title = frozenset(WORD.findall(row[0].lower()))
-            self._words[slug] = (title, title | frozenset(WORD.findall(row[1].lower())))
+            self._words[slug] = (title, title | frozenset(own_words(row[1])))
         return self._words[slug]
 
 

@@ -125,6 +125,21 @@ ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_r
         "Target size (torch.Size([8])) must be the same as input size (torch.Size([8, 1]))",
         [],
     ),
+    "exception-quoted-in-a-sentence": (
+        "I get \"ModuleNotFoundError: No module named 'torchtext.legacy'\" when the code attempted to import it",
+        "ModuleNotFoundError: No module named 'torchtext.legacy'",
+        [],
+    ),
+    "exception-in-backticks-then-prose": (
+        "`RuntimeError: 'weight' must be 2-D` error when finetuning llama3-8b with ZeRO3",
+        "RuntimeError: 'weight' must be 2-D",
+        [],
+    ),
+    "quoted-path-kept-whole": (
+        'OSError: [WinError 126] Error loading "C:\\envs\\torch\\lib\\c10.dll" or one of its dependencies.',
+        'OSError: [WinError 126] Error loading "C:\\envs\\torch\\lib\\c10.dll" or one of its dependencies.',
+        [],
+    ),
     "warn-call-in-prose": (
         'Same code, but with the error warnings.warn("Detected call of `lr_scheduler.step()` before '
         '`optimizer.step()`. In PyTorch 1.1.0 and later")\nHow to solve it',

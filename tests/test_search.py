@@ -321,3 +321,19 @@ def test_search_without_some_entries_never_returns_them(searcher):
     assert searcher.search(text).results[0].slug == "cudnn-status-execution-failed"
     hidden = searcher.search(text, hide=frozenset({"cudnn-status-execution-failed"}))
     assert "cudnn-status-execution-failed" not in [h.slug for h in hidden.results]
+
+
+def test_a_hubs_links_to_other_causes_are_not_its_own_words():
+    # a hub entry lists the message's other causes with links to their entries; the words of those
+    # lines describe the linked entries, so they must not pull a tie towards the hub
+    from app.search import own_words
+
+    hub = (
+        "The tensors of one operation live on different devices.\n"
+        "- A tensor made inside `forward` with no `device=`: create it on `x.device`.\n"
+        "- Optimizer state restored onto the CPU after resuming: "
+        "[Optimizer state on CPU](/e/optimizer-state-on-cpu-after-resume).\n"
+    )
+    words = own_words(hub)
+    assert {"devices", "forward", "device"} <= words
+    assert not {"optimizer", "resuming", "restored"} & words
