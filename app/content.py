@@ -339,6 +339,19 @@ def bump_generation(session: Session) -> None:
 MASS_REMOVAL = 0.5  # a sync that would remove more than this share of the entries needs `force`
 
 
+ENTRY_LINK = re.compile(r"\]\(/e/([^)\s#?]+)")  # `[title](/e/slug)` in Markdown
+
+
+def check_links(entries: list[LoadedEntry]) -> None:
+    """Every `/e/<slug>` link in an entry's text names an entry that exists (hubs link the entries of
+    a message's other causes; a typo or a removed entry would be a dead link)."""
+    known = {e.slug for e in entries}
+    for e in entries:
+        for name in ("summary", "cause", "fix"):
+            if dead := [s for s in ENTRY_LINK.findall(getattr(e.spec, name)) if s not in known]:
+                raise ContentError(f"{e.path}: field {name}: links /e/{dead[0]}, which is no entry")
+
+
 def sync(engine: Engine, root: Path, *, force: bool = False, team: Path | None = None) -> SyncReport:
     """Load `root` (and the team's folder, when given) into the database: new and changed entries
     written, vanished ones removed, team notes replaced.
@@ -349,6 +362,7 @@ def sync(engine: Engine, root: Path, *, force: bool = False, team: Path | None =
     loaded = load_dir(root)
     team_entries, notes = load_team(team, loaded) if team is not None else ([], [])
     loaded += team_entries
+    check_links(loaded)
     report = SyncReport()
     with Session(engine) as session:
         existing = {slug: h for slug, h in session.exec(select(Entry.slug, Entry.content_hash)).all()}

@@ -132,3 +132,19 @@ def test_sync_refuses_mass_removal_without_force(tree):
     assert _count(engine, "entry") == 5
     report = content.sync(engine, root, force=True)
     assert len(report.removed) == 4 and _count(engine, "entry") == 1
+
+
+def test_sync_rejects_a_link_to_an_entry_that_does_not_exist(tree):
+    # hub entries link the entries of a message's other causes (`[title](/e/slug)`): a typo or a
+    # removed entry would be a dead link on the page
+    root, engine = tree
+    content.sync(engine, root)
+    linked = (
+        'cause = """See [the other entry](/e/view-non-contiguous) and [a gone one](/e/no-such-entry).\n\n'
+    )
+    (root / "loss/second-entry.toml").write_text(GOOD.replace('cause = """', linked, 1))
+    with pytest.raises(content.ContentError) as err:
+        content.sync(engine, root)
+    assert "loss/second-entry.toml" in str(err.value) and "cause" in str(err.value)
+    assert "no-such-entry" in str(err.value) and "view-non-contiguous" not in str(err.value).split(":", 1)[1]
+    assert _count(engine, "entry") == 2
