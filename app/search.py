@@ -77,6 +77,7 @@ RARE_DF = 5  # a word in at most this many signatures is distinctive
 RARE_ENTRIES = 3  # ... and so is one in a few more signatures that all belong to this many entries
 RARE_TOPIC_SIGNATURES = 30
 TEXT_TERMS = 12
+OWN_SIGNATURES = 3  # of an entry's signatures, searched for the other causes of its message
 RELATED_SHARE = 0.4  # with a confident match, others are shown only above this share of its score
 EXC_TYPE = re.compile(r"(?:error|exception|warning|interrupt|exit)$")  # a token naming an exception type
 # aux tokens that are not names: small numbers (normalize.SMALL_INT) and file names (normalize.file_tokens)
@@ -411,6 +412,7 @@ class Searcher:
         self._generation: str | None = None
         self._index = SignatureIndex([])
         self._texts: EntryTexts | None = None  # built on the first tie, per content generation
+        self._other_causes: dict[str, list[Hit]] = {}  # slug -> other causes, per content generation
         self.store = SearchStore(engine)
 
     @classmethod
@@ -433,6 +435,7 @@ class Searcher:
                 if gen != self._generation:
                     self._index = SignatureIndex(db.signature_tokens())
                     self._texts = None
+                    self._other_causes = {}
                     self._generation = gen
         return self._index
 
@@ -493,6 +496,27 @@ class Searcher:
             [q.text for q in lines],
             {k: v for k, v in ignored.items() if v},
         )
+
+    def other_causes(self, slug: str, signatures: list[str], limit: int = 6) -> list[Hit]:
+        """The other entries for the message an entry is about: what else makes PyTorch print it
+        (shown on the entry page, so a reader who landed on the wrong cause sees the rest)."""
+        with self.store.reader() as db:
+            index = self._refresh(db)
+            if (known := self._other_causes.get(slug)) is not None:
+                return known[:limit]
+            found: dict[str, Hit] = {}
+            for sig in signatures[:OWN_SIGNATURES]:
+                for h in self._search(db, sig, self.limit).results:
+                    if (
+                        h.slug != slug
+                        and h.kind == "signature"
+                        and h.score >= self.confident_score
+                        and index.same_message(sig, h.matched)
+                        and h.score > getattr(found.get(h.slug), "score", 0.0)
+                    ):
+                        found[h.slug] = h
+            ranked = self._other_causes[slug] = sorted(found.values(), key=lambda h: -h.score)
+        return ranked[:limit]
 
     def _decisive(self, hits: list[Hit], index: SignatureIndex) -> bool:
         """Confident: the best signature match is good enough, and no entry matching a *different*

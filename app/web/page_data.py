@@ -161,7 +161,7 @@ def _expect_text(expect: Expect) -> str:
     return text
 
 
-def entry(session: Session, e: Entry) -> dict[str, Any]:
+def entry(session: Session, e: Entry, searcher: Searcher) -> dict[str, Any]:
     """Everything the entry page shows except the run panel."""
     spec = e.spec
     broken, fixed = spec.broken, spec.fixed
@@ -185,6 +185,9 @@ def entry(session: Session, e: Entry) -> dict[str, Any]:
         "broken": {"lines": left, "expect": _expect_text(broken.expect)},
         "fixed": {"lines": right, "expect": _expect_text(fixed.expect)} if fixed else None,
         "badge": badge(e, runs.latest_results(session=session, entry=e)),
+        "other_causes": [
+            {"slug": h.slug, "title": h.title} for h in searcher.other_causes(e.slug, spec.signatures)
+        ],
     }
 
 

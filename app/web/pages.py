@@ -72,6 +72,7 @@ def entry(
     slug: str,
     request: Request,
     session: SessionDep,
+    searcher: SearcherDep,
     run: Annotated[int | None, Query(description="A run of this entry to show")] = None,
 ) -> HTMLResponse:
     """An entry: the error, the fix, both snippets side by side, outcomes and Reproduce."""
@@ -88,7 +89,7 @@ def entry(
         request,
         "entry",
         {
-            "entry": page_data.entry(session, e),
+            "entry": page_data.entry(session, e, searcher),
             "refresh_url": again,
             "panel": page_data.panel(session, slug=slug, e=e, run=shown),
             "team": team.entry_extras(session, slug),
@@ -97,7 +98,7 @@ def entry(
 
 
 @router.post("/e/{slug}/reproduce", response_class=HTMLResponse)
-def reproduce(slug: str, request: Request, session: SessionDep) -> Response:
+def reproduce(slug: str, request: Request, session: SessionDep, searcher: SearcherDep) -> Response:
     """Queue a run; HTMX gets the self-polling panel, a plain form POST a 303 to the entry page."""
     if (denied := auth.reproduce_denied(request)) is not None:  # sign-in for Reproduce, when set
         return denied
@@ -109,7 +110,7 @@ def reproduce(slug: str, request: Request, session: SessionDep) -> Response:
     except queueing.Refused as exc:  # the queue (or this client's share) is full: say so, with Retry-After
         context: dict[str, Any] = {"panel": page_data.panel(session, slug=slug, e=e, message=exc.message)}
         if not is_fragment(request):
-            context |= {"entry": page_data.entry(session, e), "refresh_url": f"/e/{slug}"}
+            context |= {"entry": page_data.entry(session, e, searcher), "refresh_url": f"/e/{slug}"}
         return render(
             request,
             "run" if is_fragment(request) else "entry",

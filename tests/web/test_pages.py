@@ -245,6 +245,19 @@ def test_entry_signatures_with_copy_buttons_and_permalink(client):
     assert doc.find("link", rel="canonical")["href"] == f"/e/{SLUG}"
 
 
+def test_entry_links_the_other_causes_of_its_message(client):
+    # "Expected all tensors to be on the same device" has several causes in the knowledge base: a
+    # reader who landed on one sees the others, each a working link
+    doc = soup(client.get("/e/tensor-created-on-wrong-device"))
+    links = {a["href"] for a in doc.select("aside.other-causes a")}
+    assert {"/e/optimizer-state-on-cpu-after-resume", "/e/register-buffer-for-state"} <= links
+    assert "/e/tensor-created-on-wrong-device" not in links
+    for href in links:
+        assert client.get(href).status_code == 200, href
+    # an error with one known cause shows no such list
+    assert not soup(client.get("/e/view-non-contiguous")).select("aside.other-causes")
+
+
 def test_entry_markdown_and_highlighted_code(client):
     doc = soup(client.get(f"/e/{SLUG}"))
     fix = doc.select_one("section.fix .prose")
