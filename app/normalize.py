@@ -167,6 +167,7 @@ RAISED_MESSAGE = re.compile(
     r"(?:\bwarn|\braise\s+[\w.]+|\b[A-Z]\w*(?:Error|Exception|Warning))\(\s*[frbu]?([\"'])(.{20,600}?)\1"
 )
 QUOTED_WORDS = 4
+WARN_CALL = re.compile(r"\bwarn(?:ings\.warn)?\(")
 # an exception quoted in a sentence ('I get "RuntimeError: ...msg..." when I ...'): the line starts at
 # the type, past the opening quote, so the first quote mark it holds an odd number of closes the message
 CLOSING_QUOTE = re.compile(r"[\"`]")
@@ -334,7 +335,11 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     # errors outrank warnings: a warning pasted along with the error is rarely the question
     errors = any(not WARNING_LINE.match(s) for _, s, _ in found)
     cap = WARNING_BESIDE_ERROR if errors else 0.9
-    found = [(pos, s, min(w, cap) if WARNING_LINE.match(s) else w) for pos, s, w in found]
+    # (Python prints a warning's source line under it: `warnings.warn("... is deprecated ...")` is
+    # that warning again, and so is the message quoted in it)
+    found = [
+        (pos, s, min(w, cap) if WARNING_LINE.match(s) or WARN_CALL.search(s) else w) for pos, s, w in found
+    ]
     # a process that dies after an error message (`Segmentation fault (core dumped)` below a
     # traceback) died of that error: the crash line is its consequence, not the question
     if any(not CRASH_LINE.search(s) and not WARNING_LINE.match(s) for _, s, _ in found):
@@ -356,7 +361,7 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     found += [(i, s, weight) for i, s in offered if s not in seen_text and not WARNING_LINE.match(s)]
     # an error quoted inside prose ('it shows "An attempt has been made to start a new process..."')
     quoted = [
-        (i + 0.1, m.group(1).strip(), 0.95)
+        (i + 0.1, m.group(1).strip(), min(0.95, cap) if WARN_CALL.search(ln) else 0.95)
         for i, ln in enumerate(lines)
         if not FRAME.match(ln) and not (i and SOURCE_OF.match(lines[i - 1]))
         for m in QUOTED_MESSAGE.finditer(ln)

@@ -261,6 +261,18 @@ BESIDE = {
         "ValueError: expected sequence of length 17 at dim 1 (got 0)",
         "UserWarning: Creating a tensor from a list of numpy.ndarrays is extremely slow.",
     ),
+    # Python prints the warning's source line under it; that echo (and the message quoted in it) is
+    # the same warning, not an error line of its own
+    "warning-source-echo-above-error": (
+        "/venv/torch/nn/utils/weight_norm.py:30: UserWarning: torch.nn.utils.weight_norm is deprecated "
+        "in favor of torch.nn.utils.parametrizations.weight_norm.\n"
+        '  warnings.warn("torch.nn.utils.weight_norm is deprecated in favor of '
+        'torch.nn.utils.parametrizations.weight_norm.")\n'
+        "Traceback (most recent call last):\n"
+        "RuntimeError: Couldn't find appropriate backend to handle uri a.wav and format None.",
+        'warnings.warn("torch.nn.utils.weight_norm is deprecated in favor of '
+        'torch.nn.utils.parametrizations.weight_norm.")',
+    ),
     "log-line-above-own-raise": (
         "No CUDA runtime is found, using CUDA_HOME='/usr/local/cuda'\n"
         "Traceback (most recent call last):\n"
@@ -279,6 +291,7 @@ def test_lines_beside_an_error_are_offered_with_less_weight(name):
     assert beside in weights, weights
     error = max(weights.values())
     assert error >= 0.97 and weights[beside] <= 0.8, weights
+    assert all(w <= 0.8 for line, w in weights.items() if "deprecated" in line), weights
 
 
 def test_crash_line_alone_is_the_error():
