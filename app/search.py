@@ -72,6 +72,39 @@ PYTHON_ERRORS = frozenset(
     ]
 )
 PYTHON_BARE_WORDS = 8
+# Python's own message templates, raised by any code: a paste that shares only such a template (and
+# Python type names) with a signature says nothing yet of the torch pitfall around it
+PYTHON_TEMPLATE = re.compile(
+    r"too many values to unpack|not enough values to unpack|unsupported operand type\(s\) for|"
+    r"object is not (?:subscriptable|iterable|callable)|list index out of range|"
+    r"takes \d+ positional arguments? but \d+ (?:was|were) given|got an unexpected keyword argument|"
+    r"missing \d+ required positional arguments?|can only concatenate|cannot unpack non-iterable|"
+    r"(?:string|list) indices must be integers|unhashable type|object of type '[^']*' has no len|"
+    r"must be str, not",
+    re.I,
+)
+PYTHON_TEMPLATE_WORDS = frozenset(
+    [
+        "expected",
+        "given",
+        "got",
+        "argument",
+        "arguments",
+        "positional",
+        "type",
+        "types",
+        "object",
+        "int",
+        "float",
+        "str",
+        "nonetype",
+        "list",
+        "tuple",
+        "dict",
+        "bool",
+        "none",
+    ]
+)
 BARE_CAP = 0.65
 RARE_DF = 5  # a word in at most this many signatures is distinctive
 RARE_ENTRIES = 3  # ... and so is one in a few more signatures that all belong to this many entries
@@ -216,6 +249,17 @@ class QueryLine:
             t[2:] for t in n.aux if t.startswith("p:")
         }
         self.aux = set(n.aux)
+        self._beyond_python: frozenset[str] | None = None
+
+    def beyond_python(self) -> frozenset[str]:
+        """Its words and names once Python's own message templates are set aside (computed on the
+        first signature that holds such a template)."""
+        if self._beyond_python is None:
+            rest = normalize(PYTHON_TEMPLATE.sub(" ", self.text))
+            words = {t for t in rest.tokens if not t.startswith("_") and not EXC_TYPE.search(t)}
+            names = {t for t in self.aux if not NUMBER_AUX.match(t)}
+            self._beyond_python = frozenset((words | names) - PYTHON_TEMPLATE_WORDS - STOPWORDS)
+        return self._beyond_python
 
 
 @dataclass(frozen=True)
@@ -231,6 +275,7 @@ class SignatureInfo:
     words: int  # its words, placeholders aside
     quoted: frozenset[str]  # the names it quotes
     names: frozenset[str]  # those and its file names
+    python_template: bool  # it holds one of Python's own message templates
 
 
 class SignatureIndex:
@@ -293,6 +338,7 @@ class SignatureIndex:
                     sum(1 for t in toks if not t.startswith("_")),
                     frozenset(t for t in aux_set if not NUMBER_AUX.match(t)),
                     frozenset(t for t in aux_set if not t.startswith("n") or not NUMBER_AUX.match(t)),
+                    bool(PYTHON_TEMPLATE.search(text)),
                 )
             if len(cache) < SIGNATURE_CACHE:
                 cache.update(fetched)
@@ -567,6 +613,8 @@ class Searcher:
                     and sig_tokens[0] in PYTHON_ERRORS
                 ):
                     score = min(score, BARE_CAP)  # says too little alone
+                elif sig.python_template and not q.beyond_python() & (set(sig_tokens) | sig_names):
+                    score = min(score, BARE_CAP)  # shares only Python's own template with it
                 # which library failed to load tells such errors apart ("libtorchaudio.so: undefined
                 # symbol" is not "torch_scatter/_version_cuda.so: undefined symbol")
                 sig_files = {t for t in sig_names if t.startswith("p:")}

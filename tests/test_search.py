@@ -337,3 +337,26 @@ def test_a_hubs_links_to_other_causes_are_not_its_own_words():
     words = own_words(hub)
     assert {"devices", "forward", "device"} <= words
     assert not {"optimizer", "resuming", "restored"} & words
+
+
+@pytest.mark.parametrize(
+    "paste",
+    [
+        "ValueError: too many values to unpack (expected 2)",
+        "TypeError: unsupported operand type(s) for +: 'int' and 'NoneType'",
+        "TypeError: 'NoneType' object is not subscriptable",
+        "TypeError: object of type 'SpeechDataset' has no len()",
+    ],
+)
+def test_python_own_message_template_alone_is_not_confident(searcher, paste):
+    # Python raises these for any code; an entry whose signature holds one (around its own code or
+    # names) is a guess for a paste that shares nothing else with it
+    result = searcher.search(paste)
+    assert result.results and not result.confident
+
+
+def test_python_template_with_the_names_that_decide_stays_confident(searcher):
+    result = searcher.search("TypeError: __init__() got an unexpected keyword argument 'gpus'")
+    assert result.confident and result.results[0].slug == "lightning-removed-trainer-api"
+    result = searcher.search("TypeError: forward() takes 2 positional arguments but 3 were given")
+    assert result.confident and result.results[0].slug == "forward-wrong-number-of-arguments"
