@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 11
+VERSION = 12
 
 # GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
@@ -76,6 +76,11 @@ BOILERPLATE = re.compile(
     r"selective/custom build process(?: \(if using custom build\))?\.?|"
     r"If you are a Facebook employee using PyTorch on mobile, please visit \S+ for possible resolutions\.?|"
     r"'[^'\n]{1,200}' is only available for these backends: \[[^\]]*\]?\.?|"
+    # dynamo's trailer under every error it raises (the error itself is the line above it)
+    r"Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace \(please do this especially if you're "
+    r"reporting a bug to PyTorch\)\.?(?: For even more developer context, set TORCH_LOGS=\S+)?|"
+    r"You can suppress this exception and fall back to eager by setting:?\s*(?:import torch\._dynamo\s*)?"
+    r"(?:torch\._dynamo\.config\.suppress_errors = True)?|"
     # transformers/diffusers wrap the real import error in this sentence
     r"Failed to import [\w.]+ because of the following error \(look up to see its traceback\):?",
     re.I,

@@ -240,6 +240,13 @@ def test_boilerplate_sentences_do_not_count():
             "the 'CPU' backend."
         ).tokens
     )
+    # dynamo's trailer under every error it raises
+    d = normalize(
+        "torch._dynamo.exc.Unsupported: generator. Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace "
+        "(please do this especially if you're reporting a bug to PyTorch). For even more developer context, "
+        'set TORCH_LOGS="+dynamo"'
+    )
+    assert d.tokens == normalize("torch._dynamo.exc.Unsupported: generator.").tokens
     b = normalize(
         "RuntimeError: CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously "
         "reported at some other API call, so the stacktrace below might be incorrect."
