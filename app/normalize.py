@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 12
+VERSION = 13
 
 # GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
@@ -54,7 +54,9 @@ RULES: list[tuple[str, str, re.Pattern[str]]] = [
         "quoted name",
         re.compile(
             r"(?<![A-Za-z])'([^'\n]{1,200})'(?![A-Za-z])|\"([^\"\n]{1,200})\"|"
-            r"(?<![\w.])((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\(\)"
+            r"(?<![\w.])((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\(\)|"
+            # the package pip could not find ("... satisfies the requirement torch==1.8.1")
+            r"(?<=satisfies the requirement )([A-Za-z][\w.\-]*)|(?<=No matching distribution found for )([A-Za-z][\w.\-]*)"
         ),
     ),
     (
@@ -216,7 +218,7 @@ def normalize(line: str) -> Normalized:
         def _sub(m: re.Match[str], placeholder: str = placeholder, label: str = label) -> str:
             ignored[label] += 1
             if placeholder == "_q_":
-                quoted = m.group(1) or m.group(2) or m.group(3) or ""
+                quoted = next((g for g in m.groups() if g), "")
                 if PATHLIKE.search(quoted):  # "torch\lib\c10.dll": a file, not a name
                     aux.extend(file_tokens(quoted))
                 else:

@@ -360,3 +360,23 @@ def test_python_template_with_the_names_that_decide_stays_confident(searcher):
     assert result.confident and result.results[0].slug == "lightning-removed-trainer-api"
     result = searcher.search("TypeError: forward() takes 2 positional arguments but 3 were given")
     assert result.confident and result.results[0].slug == "forward-wrong-number-of-arguments"
+
+
+@pytest.mark.parametrize(
+    "paste, slug",
+    [
+        (
+            "ERROR: Could not find a version that satisfies the requirement torch (from versions: none)",
+            "no-matching-distribution-torch",
+        ),
+        (
+            "ERROR: Could not find a version that satisfies the requirement triton (from versions: none)",
+            "compile-triton-missing",
+        ),
+    ],
+)
+def test_the_package_pip_could_not_find_decides(searcher, paste, slug):
+    # pip's message is the same for every package: the package named is what tells the entries apart
+    result = searcher.search(paste)
+    assert result.confident and result.results[0].slug == slug
+    assert result.results[1].score < 0.8
