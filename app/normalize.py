@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 13
+VERSION = 14
 
 # GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
@@ -87,6 +87,10 @@ BOILERPLATE = re.compile(
     r"Failed to import [\w.]+ because of the following error \(look up to see its traceback\):?",
     re.I,
 )
+# A code that names the error in any language and any release ("[WinError 126] 找不到指定的模块" is
+# "[WinError 126] The specified module could not be found"; the pickle opcode of "Unsupported operand
+# 118" tells a zip checkpoint from a text file): a word of its own (`c126`), not a number placeholder
+ERROR_CODE = re.compile(r"\b(WinError|Errno|Unsupported operand)\s*(\d+)", re.I)
 WORD = re.compile(r"[a-z0-9_]+")
 # `_pickle.UnpicklingError` is `pickle.UnpicklingError` raised from the C accelerator module
 PRIVATE_MODULE = re.compile(r"(?<![\w.])_([a-z]\w*)\.(?=[A-Z]\w*(?:Error|Exception|Warning)\b)")
@@ -213,6 +217,7 @@ def normalize(line: str) -> Normalized:
     aux: list[str] = []
     line = line.translate(STRAIGHT_QUOTES)
     out = BOILERPLATE.sub(" ", line).strip() or line.strip()
+    out = ERROR_CODE.sub(r"\1 c\2", out)
     for placeholder, label, pattern in RULES:
 
         def _sub(m: re.Match[str], placeholder: str = placeholder, label: str = label) -> str:

@@ -655,11 +655,11 @@ class Searcher:
             context = sum(texts.idf(w) for w in rest & body) / max(mass, CONTEXT_MASS) if mass else 0.0
             # how much of what the entry is named for (its title, its slug) the paste shows: an
             # entry named for a circumstance ("... after resuming optimizer.step", "hard-coded
-            # batch size") that the paste never mentions fits it less than the general one
-            shown = said | set(WORD.findall(h.matched.lower()))
+            # batch size") that the paste never mentions fits it less than the general one (the
+            # paste's words only: the matched signature's own words would vouch for their entry)
             about = (
                 sum(
-                    len(named & shown) / len(named)
+                    len(named & said) / len(named)
                     for named in (title - STOPWORDS, set(h.slug.split("-")) - STOPWORDS)
                     if named
                 )

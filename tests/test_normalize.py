@@ -204,6 +204,16 @@ def test_volatile_parts_become_placeholders(text, placeholder):
     assert placeholder in normalize(text).tokens
 
 
+def test_error_codes_stay_words():
+    # "[WinError 126]" and "[WinError 1455]" are different errors whatever language the rest is in
+    assert "c126" in normalize("OSError: [WinError 126] 找不到指定的模块。").tokens
+    assert "c1455" not in normalize("OSError: [WinError 126] 找不到指定的模块。").tokens
+    assert (
+        "c118"
+        in normalize("_pickle.UnpicklingError: Weights only load failed. Unsupported operand 118").tokens
+    )
+
+
 def test_small_numbers_are_kept_as_weak_tokens():
     a, b = normalize("except in dimension 0"), normalize("except in dimension 1")
     assert a.tokens == b.tokens and a.aux != b.aux

@@ -380,3 +380,21 @@ def test_the_package_pip_could_not_find_decides(searcher, paste, slug):
     result = searcher.search(paste)
     assert result.confident and result.results[0].slug == slug
     assert result.results[1].score < 0.8
+
+
+@pytest.mark.parametrize(
+    "code, message, slug",
+    [
+        ("1455", "页面文件太小，无法完成操作。", "windows-paging-file-too-small"),
+        ("126", "找不到指定的模块。", "windows-dll-load-failed-c10"),
+        ("1114", "动态链接库(DLL)初始化例程失败。", "windows-winerror-1114-dll-init-failed"),
+    ],
+)
+def test_the_windows_error_code_decides_in_any_language(searcher, code, message, slug):
+    # a localized Windows prints its own words around the same code: the code is what names the error
+    paste = (
+        f"OSError: [WinError {code}] {message} Error loading "
+        '"D:\\python\\lib\\site-packages\\torch\\lib\\cudnn_adv_infer64_8.dll" or one of its dependencies.'
+    )
+    result = searcher.search(paste)
+    assert result.results[0].slug == slug and result.confident
