@@ -154,7 +154,6 @@ FRAME = re.compile(
 )
 WARNING_LINE = re.compile(r"^(?:[\w.]*Warning)\b")
 SOURCE_OF = re.compile(r"^\s*File [\"'].*line \d+")
-CONTINUATION = re.compile(r"^\s+\S|^\t")
 # Lines that look like errors but only frame one: traceback headers, chain separators, shutdown noise.
 NOISE = re.compile(
     r"Traceback \(most recent call last\)|^\s*Exception ignored in|During handling of the above exception|"
@@ -311,7 +310,6 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     lines = [DECOR.sub("", ln) for ln in clean(text).split("\n")]
     frames = sum(1 for ln in lines if FRAME.match(ln))
     found: list[tuple[float, str, float]] = []  # (position, text, weight)
-    last_exc = None
     for i, ln in enumerate(lines):
         s = ln.strip()
         if not s or len(s) > 2000 or FRAME.match(ln) or NOISE.search(s):
@@ -325,7 +323,6 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
                 if not more:
                     if i == len(lines) - 1 or s == m.group(1):
                         found.append((i, line, 1.0))
-                        last_exc = len(found) - 1
                     continue
                 line = f"{m.group(1)}: {' '.join(more)}"[:JOIN_CHARS]
                 found.append((i, line, 1.0))
@@ -335,15 +332,8 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
                 found.append((i, line, 1.0))
                 if more:
                     found.append((i + 0.5, f"{line} {' '.join(more)}"[:JOIN_CHARS], 0.97))
-            last_exc = len(found) - 1 - (1 if more and m.group(2) and m.group(2).strip() else 0)
         elif SIGNAL_LINE.search(s) or LOG_ERROR.match(s):
             found.append((i, s, 0.9))
-    if last_exc is not None:
-        # the final exception's message often goes on over indented lines (state_dict errors)
-        i = int(found[last_exc][0])
-        for ln in lines[i + 1 : i + 6]:
-            if ln.strip() and CONTINUATION.match(ln) and not FRAME.match(ln) and not NOISE.search(ln):
-                found.append((i + 0.25, ln.strip(), 0.95))
     # errors outrank warnings: a warning pasted along with the error is rarely the question
     errors = any(not WARNING_LINE.match(s) for _, s, _ in found)
     cap = WARNING_BESIDE_ERROR if errors else 0.9
