@@ -169,6 +169,13 @@ NOISE = re.compile(
 ANNOUNCE = re.compile(
     r"^(?:.*?(?:发生异常|Exception has occurred|Exception Type|Error Type|Exception Message)\W*)"
 )
+# What launchers and loggers put before each line of a child's output: torchrun's `[rank3]:` /
+# `[default0]:`, mpirun's `[1,0]<stderr>:`, and a logging record's `2025-10-31 03:11:02,474 - name -
+# INFO - ` (error-level records keep theirs: they are error lines)
+LINE_PREFIX = re.compile(
+    r"^\s*(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.\d]*\s+-\s+[\w.\-]+\s+-\s+(?:DEBUG|INFO|WARNING)\s+-\s+)?"
+    r"(?:\[(?:rank|default)\d+\]:|\[\d+,\d+\]<std(?:out|err)>:)"
+)
 # Markdown and report decoration around a pasted line: quotes, bullets, bold labels, backticks.
 DECOR = re.compile(r"^\s*(?:>\s*)*(?:[-*]\s+)?(?:\*\*[^*]{1,40}:\*\*\s*)?`*|`+\s*$")
 # a message in quotes or backticks inside a sentence, long enough to be an error rather than a name
@@ -307,7 +314,7 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     with them; a paste with no recognisable error line offers its plain lines (a message pasted
     without its `RuntimeError:`, or inside a sentence).
     """
-    lines = [DECOR.sub("", ln) for ln in clean(text).split("\n")]
+    lines = [DECOR.sub("", LINE_PREFIX.sub("", ln)) for ln in clean(text).split("\n")]
     frames = sum(1 for ln in lines if FRAME.match(ln))
     found: list[tuple[float, str, float]] = []  # (position, text, weight)
     for i, ln in enumerate(lines):

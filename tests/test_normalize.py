@@ -125,6 +125,15 @@ ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_r
         "Target size (torch.Size([8])) must be the same as input size (torch.Size([8, 1]))",
         [],
     ),
+    "torchrun-rank-prefixes": (
+        "[rank1]: Traceback (most recent call last):\n"
+        '[rank1]:   File "/w/train.py", line 9, in <module>\n'
+        "[rank1]:     loss.backward()\n"
+        "[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        "2025-10-31 03:11:02,474 - trainer - INFO - [rank0]: main()",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        ["[rank1]", "loss.backward()", "main()"],
+    ),
     "exception-quoted-in-a-sentence": (
         "I get \"ModuleNotFoundError: No module named 'torchtext.legacy'\" when the code attempted to import it",
         "ModuleNotFoundError: No module named 'torchtext.legacy'",
