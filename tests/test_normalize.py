@@ -130,9 +130,9 @@ ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_r
         '[rank1]:   File "/w/train.py", line 9, in <module>\n'
         "[rank1]:     loss.backward()\n"
         "[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
-        "2025-10-31 03:11:02,474 - trainer - INFO - [rank0]: main()",
+        '2025-10-31 03:11:02,474 - trainer - INFO - [rank0]:   File "/w/run.py", line 3, in <module>',
         "RuntimeError: CUDA error: an illegal memory access was encountered",
-        ["[rank1]", "loss.backward()", "main()"],
+        ["[rank", "loss.backward()", "run.py"],
     ),
     "exception-quoted-in-a-sentence": (
         "I get \"ModuleNotFoundError: No module named 'torchtext.legacy'\" when the code attempted to import it",
