@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 14
+VERSION = 15
 
 # GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
@@ -78,6 +78,8 @@ BOILERPLATE = re.compile(
     r"selective/custom build process(?: \(if using custom build\))?\.?|"
     r"If you are a Facebook employee using PyTorch on mobile, please visit \S+ for possible resolutions\.?|"
     r"'[^'\n]{1,200}' is only available for these backends: \[[^\]]*\]?\.?|"
+    # the linker's last word on every failed link (the missing library is named above it)
+    r"collect2: error: ld returned \d+ exit status|"
     # dynamo's trailer under every error it raises (the error itself is the line above it)
     r"Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace \(please do this especially if you're "
     r"reporting a bug to PyTorch\)\.?(?: For even more developer context, set TORCH_LOGS=\S+)?|"

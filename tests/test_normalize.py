@@ -259,6 +259,11 @@ def test_boilerplate_sentences_do_not_count():
             "the 'CPU' backend."
         ).tokens
     )
+    # the linker's last line under every failed link
+    assert (
+        normalize("/usr/bin/ld: cannot find -lcuda\ncollect2: error: ld returned 1 exit status").tokens
+        == normalize("/usr/bin/ld: cannot find -lcuda").tokens
+    )
     # dynamo's trailer under every error it raises
     d = normalize(
         "torch._dynamo.exc.Unsupported: generator. Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace "
