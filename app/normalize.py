@@ -152,7 +152,7 @@ LOG_ERROR = re.compile(
 )
 FRAME = re.compile(
     r"^\s*(?:File \"|File '|at \S+\(|\^+\s*$|~+\^*~*\s*$|-+>\s*\d+|\d+\s+\w|Cell In\[|Input In \[|"
-    r"<ipython-input-|\[\d+\]\(vscode-notebook-cell)"
+    r"<ipython-input-|\[\d+\]\(vscode-notebook-cell|frame #\d+:)"  # (the last: a C++ backtrace's frames)
 )
 WARNING_LINE = re.compile(r"^(?:[\w.]*Warning)\b")
 SOURCE_OF = re.compile(r"^\s*File [\"'].*line \d+")

@@ -125,6 +125,20 @@ ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_r
         "Target size (torch.Size([8])) must be the same as input size (torch.Size([8, 1]))",
         [],
     ),
+    "cpp-backtrace-frames": (
+        "terminate called after throwing an instance of 'c10::Error'\n"
+        '  what():  isTensor() INTERNAL ASSERT FAILED at "../aten/src/ATen/core/ivalue_inl.h":133, please '
+        "report a bug to PyTorch. Expected Tensor but got Tuple\n"
+        "Exception raised from toTensor at ../aten/src/ATen/core/ivalue_inl.h:133 (most recent call first):\n"
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::__cxx11::basic_string<char, "
+        "std::char_traits<char>, std::allocator<char> >) + 0x69 (0x7f3c in /usr/lib/libc10.so)\n"
+        "frame #1: c10::detail::torchCheckFail(char const*, char const*, unsigned int, std::string const&) "
+        "+ 0xd2 (0x7f3d in /usr/lib/libc10.so)\n"
+        "Aborted (core dumped)",
+        'what():  isTensor() INTERNAL ASSERT FAILED at "../aten/src/ATen/core/ivalue_inl.h":133, please '
+        "report a bug to PyTorch. Expected Tensor but got Tuple",
+        ["frame #", "c10::Error::Error", "torchCheckFail"],
+    ),
     "torchrun-rank-prefixes": (
         "[rank1]: Traceback (most recent call last):\n"
         '[rank1]:   File "/w/train.py", line 9, in <module>\n'
