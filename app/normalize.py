@@ -160,7 +160,7 @@ SOURCE_OF = re.compile(r"^\s*File [\"'].*line \d+")
 NOISE = re.compile(
     r"Traceback \(most recent call last\)|^\s*Exception ignored in|During handling of the above exception|"
     r"The above exception was the direct cause|Closing remaining open files|python-BaseException|"
-    r"Error in atexit\._run_exitfuncs|^\s*(?:wandb|ERROR:root):|Process finished with exit code|"
+    r"Error in atexit\._run_exitfuncs|^\s*wandb:|Process finished with exit code|"
     r"^\s*(?:Error|Exception|Warning)s?\s*(?:message|type|details)?\s*:?\s*$|"
     # pip's wrapper around a failed build: the error is in the output it shows
     r"^\s*error: (?:subprocess-exited-with-error|metadata-generation-failed)\s*$|^\s*\[end of output\]\s*$|"

@@ -125,6 +125,14 @@ ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_r
         "Target size (torch.Size([8])) must be the same as input size (torch.Size([8, 1]))",
         [],
     ),
+    "root-logger-error-record": (
+        "=== Diagnostic Run ===\n"
+        "ERROR:root:Exporting to ONNX failed. Expected all tensors to be on the same device, but found at "
+        "least two devices, cuda:0 and cpu!",
+        "ERROR:root:Exporting to ONNX failed. Expected all tensors to be on the same device, but found at "
+        "least two devices, cuda:0 and cpu!",
+        [],
+    ),
     "cpp-backtrace-frames": (
         "terminate called after throwing an instance of 'c10::Error'\n"
         '  what():  isTensor() INTERNAL ASSERT FAILED at "../aten/src/ATen/core/ivalue_inl.h":133, please '
