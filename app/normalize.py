@@ -16,6 +16,8 @@ VERSION = 15
 # GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# a traceback inside a JSON or repr string: its newlines and quotes are escapes (`\n`, `\"`)
+ESCAPED_TRACEBACK = re.compile(r"Traceback \(most recent call last\):\\n|\\n\s+File \\?[\"']")
 # (placeholder, what the reader is told was ignored, pattern); order matters: wide shapes first.
 RULES: list[tuple[str, str, re.Pattern[str]]] = [
     ("_url_", "url", re.compile(r"https?://\S+")),
@@ -205,9 +207,12 @@ class Normalized:
 
 
 def clean(text: str) -> str:
-    """Drop NULs, ANSI colours and progress-bar overwrites; unify newlines and quotes."""
+    """Drop NULs, ANSI colours and progress-bar overwrites; unify newlines and quotes; open up a
+    traceback pasted as an escaped string (a JSON log's `"traceback": "Traceback ...:\\n  File \\"..."`)."""
     text = text.replace("\x00", "").replace("\r\n", "\n").translate(STRAIGHT_QUOTES)
     text = ANSI.sub("", text)
+    if ESCAPED_TRACEBACK.search(text):
+        text = text.replace("\\n", "\n").replace('\\"', '"').replace("\\'", "'")
     # a progress bar rewrites its line with \r: keep what was printed last
     return "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
 

@@ -367,3 +367,21 @@ def test_curly_quotes_read_as_straight_ones():
         == ["at_check"]
     )
     assert extract("error: ‘AT_CHECK’ was not declared").lines[0][0] == "error: 'AT_CHECK' was not declared"
+
+
+def test_traceback_inside_an_escaped_string_is_read_as_one():
+    # a JSON log (or a repr) holds the traceback with `\n` and `\"` escapes
+    paste = (
+        '{"status": "error", "traceback": "Traceback (most recent call last):\\n  File \\"/a/b.py\\", line 3, '
+        'in run\\n    scaler.step(opt)\\nNotImplementedError: \\"_amp_foreach_non_finite_check_and_unscale_cuda\\" '
+        "not implemented for 'BFloat16'\\n\"}"
+    )
+    ex = extract(paste)
+    offered = [line for line, _ in ex.lines]
+    assert (
+        "NotImplementedError: \"_amp_foreach_non_finite_check_and_unscale_cuda\" not implemented for 'BFloat16'"
+        in offered
+    )
+    assert ex.frames == 1 and not any("scaler.step" in o for o in offered)
+    # a Windows path is no escaped newline
+    assert extract('OSError: cannot open "C:\\new\\nets\\model.pt"').lines[0][0].endswith('nets\\model.pt"')
