@@ -197,6 +197,7 @@ class SearchResult:
 # a line of an entry's text that links another entry (`[title](/e/slug)`): a hub's list of the
 # message's other causes, which says what the paste would show for *that* entry, not for this one
 LINKS_ANOTHER_ENTRY = re.compile(r"^.*\]\(/e/[\w-]+\).*$", re.M)
+LINKED_SLUG = re.compile(r"\]\(/e/([\w-]+)\)")
 
 
 def own_words(text: str) -> set[str]:
@@ -215,6 +216,7 @@ class EntryTexts:
             df.update(own_words(body))
         self.df, self.n = df, max(1, len(bodies))
         self._words: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+        self._links: dict[str, frozenset[str]] = {}
 
     def idf(self, word: str) -> float:
         return math.log(1 + self.n / (self.df.get(word, 0) + 0.5))
@@ -225,6 +227,12 @@ class EntryTexts:
             title = frozenset(WORD.findall(row[0].lower()))
             self._words[slug] = (title, title | frozenset(own_words(row[1])))
         return self._words[slug]
+
+    def links(self, db: Reader, slug: str) -> frozenset[str]:
+        """The entries an entry's text links to (`/e/slug`)."""
+        if slug not in self._links:
+            self._links[slug] = frozenset(LINKED_SLUG.findall(db.entry_text(slug)[1]))
+        return self._links[slug]
 
 
 class QueryLine:
@@ -669,8 +677,20 @@ class Searcher:
             return h.score + 0.1 * h.support + TIE * (context + about) / 2
 
         keyed = sorted(((key(h), h) for h in tied), key=lambda kh: -kh[0])
+        order = [h for _, h in keyed]
         undecided = keyed[0][0] - keyed[1][0] < UNDECIDED
-        return [h for _, h in keyed] + ranked[len(tied) :], undecided
+        if undecided:
+            # nothing in the paste favours one cause: the entry whose list of causes links all
+            # the others (a hub for the message) answers it, since the reader finds the rest there
+            close = [h for k, h in keyed if k > keyed[0][0] - UNDECIDED]
+            hub = next(
+                (h for h in close if {o.slug for o in close} - {h.slug} <= texts.links(db, h.slug)), None
+            )
+            if hub is not None:
+                order.remove(hub)
+                order.insert(0, hub)
+                undecided = False
+        return order + ranked[len(tied) :], undecided
 
     def _entry_texts(self, db: Reader) -> EntryTexts:
         if self._texts is None:
