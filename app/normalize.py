@@ -162,7 +162,7 @@ SOURCE_OF = re.compile(r"^\s*File [\"'].*line \d+")
 NOISE = re.compile(
     r"Traceback \(most recent call last\)|^\s*Exception ignored in|During handling of the above exception|"
     r"The above exception was the direct cause|Closing remaining open files|python-BaseException|"
-    r"Error in atexit\._run_exitfuncs|^\s*wandb:|Process finished with exit code|"
+    r"Error in atexit\._run_exitfuncs|^\s*Exception raised from \S+ at \S+|^\s*wandb:|Process finished with exit code|"
     r"^\s*(?:Error|Exception|Warning)s?\s*(?:message|type|details)?\s*:?\s*$|"
     # pip's wrapper around a failed build: the error is in the output it shows
     r"^\s*error: (?:subprocess-exited-with-error|metadata-generation-failed)\s*$|^\s*\[end of output\]\s*$|"
@@ -192,6 +192,9 @@ WARN_CALL = re.compile(r"\bwarn(?:ings\.warn)?\(")
 # an exception quoted in a sentence ('I get "RuntimeError: ...msg..." when I ...'): the line starts at
 # the type, past the opening quote, so the first quote mark it holds an odd number of closes the message
 CLOSING_QUOTE = re.compile(r"[\"`]")
+# C++ `terminate called after throwing an instance of 'c10::Error'` prints the message as `what():  ...`:
+# the message Python would show after `RuntimeError: `
+CPP_WHAT = re.compile(r"^what\(\):\s*")
 JOIN_LINES = 6  # a message that wraps goes on for at most this many lines
 JOIN_CHARS = 1200
 
@@ -328,6 +331,8 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
         s = ln.strip()
         if not s or len(s) > 2000 or FRAME.match(ln) or NOISE.search(s):
             continue
+        if CPP_WHAT.match(s) and (said := CPP_WHAT.sub("", s)):
+            s = said if _is_exc(said) else f"RuntimeError: {said}"
         m = _is_exc(s)
         if m:
             line = s[m.start(1) :]

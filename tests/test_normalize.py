@@ -143,9 +143,17 @@ ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_r
         "frame #1: c10::detail::torchCheckFail(char const*, char const*, unsigned int, std::string const&) "
         "+ 0xd2 (0x7f3d in /usr/lib/libc10.so)\n"
         "Aborted (core dumped)",
-        'what():  isTensor() INTERNAL ASSERT FAILED at "../aten/src/ATen/core/ivalue_inl.h":133, please '
+        # (C++ prints the message as `what():`; Python would show it after `RuntimeError: `)
+        'RuntimeError: isTensor() INTERNAL ASSERT FAILED at "../aten/src/ATen/core/ivalue_inl.h":133, please '
         "report a bug to PyTorch. Expected Tensor but got Tuple",
         ["frame #", "c10::Error::Error", "torchCheckFail"],
+    ),
+    "cpp-terminate-what": (
+        "terminate called after throwing an instance of 'c10::Error'\n"
+        "  what():  CUDA error: initialization error\n"
+        "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:44",
+        "RuntimeError: CUDA error: initialization error",
+        [],
     ),
     "torchrun-rank-prefixes": (
         "[rank1]: Traceback (most recent call last):\n"
