@@ -45,6 +45,8 @@ TYPO_MIN = 6  # shortest word we try to correct
 TYPO_CUTOFF = 86  # rapidfuzz ratio a correction needs
 TYPO_WEIGHT = 0.7  # a corrected word counts for less than one typed right
 TIE = 0.03
+QUOTED = "_q_"  # a quoted name's placeholder
+WHOLE_THEN_PROSE = 0.9  # a line holding a whole signature, then a sentence of the user's
 CONTEXT_MASS = 60.0  # IDF weight (about ten distinctive words) the rest of a paste needs to count in full
 LINE_DOUBT = 0.5  # share of the line picker's doubt (prose, warnings, earlier exceptions) a match keeps
 UNDECIDED = TIE / 10  # tied entries the rest of the paste separates by less than this: no confident pick
@@ -246,6 +248,7 @@ class QueryLine:
             tokens.append(fixed or t)
             if fixed:
                 typos.add(fixed)
+        self.words = tokens  # in the order the line says them
         self.tokens = tokens + n.aux
         w = index.weights(tokens, n.aux)
         for t in typos:
@@ -258,6 +261,15 @@ class QueryLine:
         }
         self.aux = set(n.aux)
         self._beyond_python: frozenset[str] | None = None
+
+    def says_then_more(self, sig_tokens: list[str]) -> bool:
+        """The line is the whole signature, word for word, then words of its own and no other
+        names ("expected scalar type Half but found Float error when trying to train LoRa"); not
+        the message going on with its values ("Tried to allocate" then "20.00 MiB (GPU 0; ...")."""
+        n, rest = len(sig_tokens), self.words[len(sig_tokens) :]
+        return (
+            bool(rest) and self.words[:n] == sig_tokens and not rest[0].startswith("_") and QUOTED not in rest
+        )
 
     def beyond_python(self) -> frozenset[str]:
         """Its words and names once Python's own message templates are set aside (computed on the
@@ -599,6 +611,8 @@ class Searcher:
             sig_quoted, sig_names = sig.quoted, sig.names
             for q in lines:
                 sim = similarity(q.weights, sig_w, q.known_mass)
+                if words > BARE_WORDS and q.says_then_more(sig_tokens):
+                    sim = max(sim, WHOLE_THEN_PROSE)
                 # how sure the picker is that a line is the error orders lines, but the match decides:
                 # a whole message in a sentence around it is that error
                 score = sim * (1 - LINE_DOUBT * (1 - q.weight))

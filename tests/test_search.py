@@ -402,3 +402,26 @@ def test_the_windows_error_code_decides_in_any_language(searcher, code, message,
     )
     result = searcher.search(paste)
     assert result.results[0].slug == slug and result.confident
+
+
+def test_a_whole_message_followed_by_the_users_words_is_that_message(searcher):
+    # titles and one-line reports run the message into a sentence on the same line
+    result = searcher.search(
+        "RuntimeError: expected scalar type Half but found Float error when trying to train LoRa on llama"
+    )
+    assert result.confident and result.results[0].slug == "half-float-mixed-scalar-type"
+
+
+@pytest.mark.parametrize(
+    "paste",
+    [
+        # the message goes on with its values: a signature cut before them is no better a match
+        "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 2.00 GiB total capacity; "
+        "939.96 MiB already allocated; 0 bytes free; 962.00 MiB reserved in total by PyTorch)",
+        # another name after a template cut before its name: not the template's own entry
+        "AttributeError: module 'torch' has no attribute 'hann_windowz' when I run the demo",
+    ],
+)
+def test_what_follows_a_cut_signature_is_not_taken_for_prose(searcher, paste):
+    result = searcher.search(paste)
+    assert not (result.confident and result.results[0].slug != "cuda-out-of-memory")
