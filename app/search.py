@@ -267,8 +267,13 @@ class QueryLine:
         names ("expected scalar type Half but found Float error when trying to train LoRa"); not
         the message going on with its values ("Tried to allocate" then "20.00 MiB (GPU 0; ...")."""
         n, rest = len(sig_tokens), self.words[len(sig_tokens) :]
+        says = any(not t.startswith("_") and not EXC_TYPE.search(t) for t in sig_tokens)  # not a name alone
         return (
-            bool(rest) and self.words[:n] == sig_tokens and not rest[0].startswith("_") and QUOTED not in rest
+            says
+            and bool(rest)
+            and self.words[:n] == sig_tokens
+            and not rest[0].startswith("_")
+            and QUOTED not in rest
         )
 
     def beyond_python(self) -> frozenset[str]:
@@ -611,7 +616,7 @@ class Searcher:
             sig_quoted, sig_names = sig.quoted, sig.names
             for q in lines:
                 sim = similarity(q.weights, sig_w, q.known_mass)
-                if words > BARE_WORDS and q.says_then_more(sig_tokens):
+                if q.says_then_more(sig_tokens):
                     sim = max(sim, WHOLE_THEN_PROSE)
                 # how sure the picker is that a line is the error orders lines, but the match decides:
                 # a whole message in a sentence around it is that error

@@ -404,12 +404,24 @@ def test_the_windows_error_code_decides_in_any_language(searcher, code, message,
     assert result.results[0].slug == slug and result.confident
 
 
-def test_a_whole_message_followed_by_the_users_words_is_that_message(searcher):
+@pytest.mark.parametrize(
+    "paste, slug",
+    [
+        (
+            "RuntimeError: expected scalar type Half but found Float error when trying to train LoRa on llama",
+            "half-float-mixed-scalar-type",
+        ),
+        # short, but its one word is rare: still that message
+        (
+            "RuntimeError: CUDNN_STATUS_BAD_PARAM when I run inference on the second batch",
+            "cudnn-status-bad-param",
+        ),
+    ],
+)
+def test_a_whole_message_followed_by_the_users_words_is_that_message(searcher, paste, slug):
     # titles and one-line reports run the message into a sentence on the same line
-    result = searcher.search(
-        "RuntimeError: expected scalar type Half but found Float error when trying to train LoRa on llama"
-    )
-    assert result.confident and result.results[0].slug == "half-float-mixed-scalar-type"
+    result = searcher.search(paste)
+    assert result.confident and result.results[0].slug == slug
 
 
 @pytest.mark.parametrize(
@@ -420,6 +432,8 @@ def test_a_whole_message_followed_by_the_users_words_is_that_message(searcher):
         "939.96 MiB already allocated; 0 bytes free; 962.00 MiB reserved in total by PyTorch)",
         # another name after a template cut before its name: not the template's own entry
         "AttributeError: module 'torch' has no attribute 'hann_windowz' when I run the demo",
+        # a signature that is an exception type and a quoted string: the string is all it says
+        "TypeError: __init__() takes exactly 1 argument (2 given) when I build the trainer",
     ],
 )
 def test_what_follows_a_cut_signature_is_not_taken_for_prose(searcher, paste):
