@@ -156,7 +156,8 @@ FRAME = re.compile(
     r"^\s*(?:File \"|File '|at \S+\(|\^+\s*$|~+\^*~*\s*$|-+>\s*\d+|\d+\s+\w|Cell In\[|Input In \[|"
     r"<ipython-input-|\[\d+\]\(vscode-notebook-cell|frame #\d+:)"  # (the last: a C++ backtrace's frames)
 )
-WARNING_LINE = re.compile(r"^(?:[\w.]*Warning)\b")
+# (also a library's own warning records: `MIOpen(HIP): Warning [FindWinogradSolutions] ...`)
+WARNING_LINE = re.compile(r"^(?:[\w.]*Warning\b|[\w.]+(?:\([\w.]+\))?:\s*Warning\b)")
 SOURCE_OF = re.compile(r"^\s*File [\"'].*line \d+")
 # Lines that look like errors but only frame one: traceback headers, chain separators, shutdown noise.
 NOISE = re.compile(
@@ -180,6 +181,8 @@ LINE_PREFIX = re.compile(
     r"^\s*(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.\d]*\s+-\s+[\w.\-]+\s+-\s+(?:DEBUG|INFO|WARNING)\s+-\s+)?"
     r"(?:\[(?:rank|default)\d+\]:|\[\d+,\d+\]<std(?:out|err)>:)"
 )
+# A tqdm progress bar the message was printed behind (`  0%|    | 0/1 [00:00<?, ?it/s]Could not load ...`)
+PROGRESS_BAR = re.compile(r"^.*?\d+%\|[^|\n]*\|\s*[\d.]+\w?/[\d.?]+\w?\s*\[[^\]\n]*\]")
 # Markdown and report decoration around a pasted line: quotes, bullets, bold labels, backticks.
 DECOR = re.compile(r"^\s*(?:>\s*)*(?:[-*]\s+)?(?:\*\*[^*]{1,40}:\*\*\s*)?`*|`+\s*$")
 # a message in quotes or backticks inside a sentence, long enough to be an error rather than a name
@@ -324,7 +327,7 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     with them; a paste with no recognisable error line offers its plain lines (a message pasted
     without its `RuntimeError:`, or inside a sentence).
     """
-    lines = [DECOR.sub("", LINE_PREFIX.sub("", ln)) for ln in clean(text).split("\n")]
+    lines = [DECOR.sub("", PROGRESS_BAR.sub("", LINE_PREFIX.sub("", ln))) for ln in clean(text).split("\n")]
     frames = sum(1 for ln in lines if FRAME.match(ln))
     found: list[tuple[float, str, float]] = []  # (position, text, weight)
     for i, ln in enumerate(lines):

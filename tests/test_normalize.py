@@ -155,6 +155,24 @@ ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_r
         "RuntimeError: CUDA error: initialization error",
         [],
     ),
+    "tqdm-bar-before-the-message": (
+        "  0%|          | 0/1 [00:00<?, ?it/s]Could not load library libcudnn_cnn_infer.so.8. Error: libcuda.so: "
+        "cannot open shared object file: No such file or directory\nAborted",
+        "Could not load library libcudnn_cnn_infer.so.8. Error: libcuda.so: cannot open shared object file: "
+        "No such file or directory",
+        ["it/s]"],
+    ),
+    "library-warning-records-around-its-error": (
+        "MIOpen(HIP): Warning [FindWinogradSolutions] /MIOpen/src/sqlite_db.cpp:108: open memvfs: unable to open "
+        "database file\n"
+        "MIOpen Error: /MIOpen/src/ocl/convolutionocl.cpp:831: Forward Convolution cannot be executed due to "
+        "incorrect params\n"
+        "MIOpen(HIP): Warning [FindWinogradSolutions] /MIOpen/src/sqlite_db.cpp:108: open memvfs: unable to open "
+        "database file",
+        "MIOpen Error: /MIOpen/src/ocl/convolutionocl.cpp:831: Forward Convolution cannot be executed due to "
+        "incorrect params",
+        [],
+    ),
     "torchrun-rank-prefixes": (
         "[rank1]: Traceback (most recent call last):\n"
         '[rank1]:   File "/w/train.py", line 9, in <module>\n'
