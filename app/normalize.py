@@ -403,7 +403,10 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
         found += raised[-2:]
     # prefer the final exception, then later lines over earlier ones (chained causes come first)
     top = max((f[0] for f in found if f[2] >= 0.97), default=None)
-    found.sort(key=lambda f: (f[2] < 0.97, 0 if f[2] >= 0.97 else -f[2], -f[0]))
+    # (lines the paste marks as errors or warnings come before plain ones offered beside them, whatever
+    # their weights: only the first few lines gather candidates)
+    marked = set(seen_text)
+    found.sort(key=lambda f: (f[2] < 0.97, f[1] not in marked, 0 if f[2] >= 0.97 else -f[2], -f[0]))
     seen: set[str] = set()
     picked: list[tuple[str, float]] = []
     groups: list[int] = []

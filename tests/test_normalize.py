@@ -411,3 +411,22 @@ def test_traceback_inside_an_escaped_string_is_read_as_one():
     assert ex.frames == 1 and not any("scaler.step" in o for o in offered)
     # a Windows path is no escaped newline
     assert extract('OSError: cannot open "C:\\new\\nets\\model.pt"').lines[0][0].endswith('nets\\model.pt"')
+
+
+def test_a_warning_comes_before_the_plain_lines_offered_beside_it():
+    # only the first few lines gather candidates: six plain lines (code, prose) must not push out
+    # the one line the paste marks as a warning
+    from app.search import MAX_LINES
+
+    paste = (
+        "Here is what I get:\n>>> import torch\n>>> torch.cuda.device_count()\n1\n>>> torch.cuda.is_available()\n"
+        "/opt/venv/lib/python3.9/site-packages/torch/cuda/__init__.py:88: UserWarning: CUDA initialization: CUDA "
+        "driver initialization failed, you might not have a CUDA gpu.\n"
+        "  return torch._C._cuda_getDeviceCount() > 0\nFalse\nInstalled with\n"
+        "pip install torch==1.13.1+cu117 --extra-index-url https://download.pytorch.org/whl/cu117"
+    )
+    first = [line for line, _ in extract(paste).lines[:MAX_LINES]]
+    assert (
+        "UserWarning: CUDA initialization: CUDA driver initialization failed, you might not have a CUDA gpu."
+        in first
+    )
