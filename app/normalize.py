@@ -198,6 +198,7 @@ CLOSING_QUOTE = re.compile(r"[\"`]")
 # C++ `terminate called after throwing an instance of 'c10::Error'` prints the message as `what():  ...`:
 # the message Python would show after `RuntimeError: `
 CPP_WHAT = re.compile(r"^what\(\):\s*")
+RULE_LINE = re.compile(r"^[-=_*~#+.\s]{3,}$")  # a separator a user or a logger drew: no message
 JOIN_LINES = 6  # a message that wraps goes on for at most this many lines
 JOIN_CHARS = 1200
 
@@ -292,10 +293,21 @@ def _message_after(lines: list[str], i: int) -> list[str]:
     more: list[str] = []
     for ln in lines[i + 1 : i + 1 + JOIN_LINES]:
         s = ln.strip()
-        if not s or FRAME.match(ln) or NOISE.search(ln) or _is_exc(s):
+        if not s or FRAME.match(ln) or NOISE.search(ln) or _is_exc(s) or RULE_LINE.match(s):
             break
         more.append(s)
     return more
+
+
+def _assert_source(lines: list[str], i: int) -> str | None:
+    """The `assert ...` statement a traceback shows above a bare `AssertionError`: its only message."""
+    for j in range(i - 1, max(i - 4, -1), -1):
+        s = lines[j].strip()
+        if s.startswith("assert "):
+            return s
+        if s and not RULE_LINE.match(s):
+            return None
+    return None
 
 
 def _last_plain_lines(lines: list[str], seen: set[str], want: int) -> list[tuple[int, str]]:
@@ -310,6 +322,7 @@ def _last_plain_lines(lines: list[str], seen: set[str], want: int) -> list[tuple
             and 10 <= len(s) <= 2000
             and not FRAME.match(ln)
             and not NOISE.search(ln)
+            and not RULE_LINE.match(s)
             and not (i and SOURCE_OF.match(lines[i - 1]))
             and not any(s in f for f in seen)  # a wrapped line of a message already found
             and not _is_exc(s)
@@ -342,6 +355,8 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
             more = _message_after(lines, i)
             if m.group(2) is None or not m.group(2).strip() or ANNOUNCE.match(s):
                 # `发生异常: RuntimeError` / a bare `UserWarning:`: the message is on the next lines
+                if m.group(1) == "AssertionError" and (stated := _assert_source(lines, i)):
+                    found.append((i, f"AssertionError: {stated}", 1.0))
                 if not more:
                     if i == len(lines) - 1 or s == m.group(1):
                         found.append((i, line, 1.0))

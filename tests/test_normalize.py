@@ -173,6 +173,13 @@ ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_r
         "incorrect params",
         [],
     ),
+    "bare-assertion-error-under-its-assert": (
+        "I get an error when training on VOC\n----------------------\n"
+        'assert all("masks" in t for t in targets)\nAssertionError\n-----------------------------',
+        # (the assert statement is the bare error's only message; a drawn rule is no message)
+        'AssertionError: assert all("masks" in t for t in targets)',
+        ["-----"],
+    ),
     "torchrun-rank-prefixes": (
         "[rank1]: Traceback (most recent call last):\n"
         '[rank1]:   File "/w/train.py", line 9, in <module>\n'
