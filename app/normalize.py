@@ -151,6 +151,14 @@ PLAIN_LINES = 3  # ... from the last few
 # A log record at error level, or a tool's `error:` line (pip, the compiler): an error line too.
 LOG_ERROR = re.compile(
     r"^\s*(?:[\d\-:/.,T ]+\s)?(?:\[?(?:ERROR|FATAL|CRITICAL)\]?(?::[\w.]+)*:?|error:)\s*\S"
+    # nvcc's own (`nvcc fatal   : Unsupported gpu architecture 'compute_75'`)
+    r"|^\s*nvcc fatal\s*:"
+)
+FAILED_STEP = re.compile(
+    r"^error: command .* failed with exit (?:status|code)|ninja: build stopped: subcommand failed|"
+    r"^(?:subprocess\.)?CalledProcessError: Command .* returned non-zero exit status|"
+    r"^RuntimeError: Error compiling objects for extension",
+    re.I,
 )
 FRAME = re.compile(
     r"^\s*(?:File \"|File '|at \S+\(|\^+\s*$|~+\^*~*\s*$|-+>\s*\d+|\d+\s+\w|Cell In\[|Input In \[|"
@@ -386,6 +394,10 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
             (pos, s, min(w, CRASH_AFTER_ERROR) if CRASH_LINE.search(s) and not _is_exc(s) else w)
             for pos, s, w in found
         ]
+    # a build or launcher reporting that a step failed (`error: command 'nvcc' failed with exit status
+    # 1`) wraps the error printed before it: beside that error it is the consequence, not the question
+    if any(not FAILED_STEP.search(s) and not WARNING_LINE.match(s) for _, s, _ in found):
+        found = [(pos, s, min(w, CRASH_AFTER_ERROR) if FAILED_STEP.search(s) else w) for pos, s, w in found]
     plain = not found
     warnings_only = not plain and all(WARNING_LINE.match(s) for _, s, _ in found)
     # plain lines: with no error line (or warnings only) the error may be a bare message, a title, a

@@ -180,6 +180,14 @@ ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_r
         'AssertionError: assert all("masks" in t for t in targets)',
         ["-----"],
     ),
+    "build-log-first-error-before-the-failed-step": (
+        "/usr/local/cuda/bin/nvcc -DWITH_CUDA -c src/nms_kernel.cu -o build/nms_kernel.o\n"
+        "nvcc fatal   : Unsupported gpu architecture 'compute_75'\n"
+        "error: command '/usr/local/cuda/bin/nvcc' failed with exit status 1",
+        # (the failed step only reports that the error above it happened)
+        "nvcc fatal   : Unsupported gpu architecture 'compute_75'",
+        [],
+    ),
     "torchrun-rank-prefixes": (
         "[rank1]: Traceback (most recent call last):\n"
         '[rank1]:   File "/w/train.py", line 9, in <module>\n'
