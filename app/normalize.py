@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 15
+VERSION = 16
 
 # GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
@@ -254,8 +254,10 @@ def normalize(line: str) -> Normalized:
                 quoted = next((g for g in m.groups() if g), "")
                 if PATHLIKE.search(quoted):  # "torch\lib\c10.dll": a file, not a name
                     aux.extend(file_tokens(quoted))
-                else:
-                    aux.extend(WORD.findall(quoted.lower()))
+                elif words := WORD.findall(quoted.lower()):
+                    aux.extend(words)
+                elif quoted.strip():  # a quoted symbol ("invalid load key, '<'"): its characters decide
+                    aux.append("ch" + "".join(f"{ord(ch):x}" for ch in quoted.strip()[:4]))
             elif placeholder == "_path_":
                 aux.extend(file_tokens(m.group(0)))
             elif placeholder == "_num_" and SMALL_INT.fullmatch(m.group(0)):

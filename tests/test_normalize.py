@@ -445,3 +445,8 @@ def test_a_warning_comes_before_the_plain_lines_offered_beside_it():
         "UserWarning: CUDA initialization: CUDA driver initialization failed, you might not have a CUDA gpu."
         in first
     )
+
+
+def test_a_quoted_symbol_is_a_name_too():
+    # "invalid load key, '<'" names the file's first byte: '<' and '?' must not read alike
+    assert normalize("invalid load key, '<'.").aux != normalize("invalid load key, '?'.").aux

@@ -439,3 +439,18 @@ def test_a_whole_message_followed_by_the_users_words_is_that_message(searcher, p
 def test_what_follows_a_cut_signature_is_not_taken_for_prose(searcher, paste):
     result = searcher.search(paste)
     assert not (result.confident and result.results[0].slug != "cuda-out-of-memory")
+
+
+@pytest.mark.parametrize(
+    "key, slug",
+    [
+        ("<", "html-page-saved-as-checkpoint"),
+        ("v", "git-lfs-pointer-invalid-load-key"),
+        ("?", "invalid-load-key-not-a-checkpoint"),
+    ],
+)
+def test_the_quoted_byte_decides_which_file_was_loaded(searcher, key, slug):
+    # '<' is an HTML page, 'v' a Git LFS pointer, any other byte another kind of file: a quoted
+    # symbol is a name like any other
+    result = searcher.search(f"_pickle.UnpicklingError: invalid load key, '{key}'.")
+    assert result.results[0].slug == slug and result.confident
