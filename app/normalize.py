@@ -151,8 +151,8 @@ PLAIN_LINES = 3  # ... from the last few
 # A log record at error level, or a tool's `error:` line (pip, the compiler): an error line too.
 LOG_ERROR = re.compile(
     r"^\s*(?:[\d\-:/.,T ]+\s)?(?:\[?(?:ERROR|FATAL|CRITICAL)\]?(?::[\w.]+)*:?|error:)\s*\S"
-    # nvcc's own (`nvcc fatal   : Unsupported gpu architecture 'compute_75'`)
-    r"|^\s*nvcc fatal\s*:"
+    # a library's or a tool's own (`MIOpen Error: ...`, `nvcc fatal   : Unsupported gpu architecture`)
+    r"|^\s*[\w.()\-]+ (?:Error|ERROR|fatal|FATAL)\s*:"
 )
 FAILED_STEP = re.compile(
     r"^error: command .* failed with exit (?:status|code)|ninja: build stopped: subcommand failed|"
@@ -165,7 +165,8 @@ FRAME = re.compile(
     r"<ipython-input-|\[\d+\]\(vscode-notebook-cell|frame #\d+:)"  # (the last: a C++ backtrace's frames)
 )
 # (also a library's own warning records: `MIOpen(HIP): Warning [FindWinogradSolutions] ...`)
-WARNING_LINE = re.compile(r"^(?:[\w.]*Warning\b|[\w.]+(?:\([\w.]+\))?:\s*Warning\b)")
+WARNING_LINE = re.compile(r"^(?:[\w.]*Warning\b|[\w.]+(?:\([\w.]+\))?:\s*Warning\b|WARNING\b\s*[:\]])")
+SAYS_WARNING = re.compile(r"^(?:Warning|WARNING)\s*[,:]\s*\S")  # `Warning, cannot find ...`: a warning line
 SOURCE_OF = re.compile(r"^\s*File [\"'].*line \d+")
 # Lines that look like errors but only frame one: traceback headers, chain separators, shutdown noise.
 NOISE = re.compile(
@@ -379,7 +380,7 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
                 found.append((i, line, 1.0))
                 if more:
                     found.append((i + 0.5, f"{line} {' '.join(more)}"[:JOIN_CHARS], 0.97))
-        elif SIGNAL_LINE.search(s) or LOG_ERROR.match(s):
+        elif SIGNAL_LINE.search(s) or LOG_ERROR.match(s) or SAYS_WARNING.match(s):
             found.append((i, s, 0.9))
     # errors outrank warnings: a warning pasted along with the error is rarely the question
     errors = any(not WARNING_LINE.match(s) for _, s, _ in found)

@@ -188,6 +188,13 @@ ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_r
         "nvcc fatal   : Unsupported gpu architecture 'compute_75'",
         [],
     ),
+    "a-plain-warning-prefix": (
+        "loading model from ckpt\n"
+        "Warning, cannot find cuda-compiled version of RoPE2D, using a slow pytorch version instead\n"
+        "done",
+        "Warning, cannot find cuda-compiled version of RoPE2D, using a slow pytorch version instead",
+        [],
+    ),
     "torchrun-rank-prefixes": (
         "[rank1]: Traceback (most recent call last):\n"
         '[rank1]:   File "/w/train.py", line 9, in <module>\n'
