@@ -195,7 +195,11 @@ PROGRESS_BAR = re.compile(r"^.*?\d+%\|[^|\n]*\|\s*[\d.]+\w?/[\d.?]+\w?\s*\[[^\]\
 # Markdown and report decoration around a pasted line: quotes, bullets, bold labels, backticks.
 DECOR = re.compile(r"^\s*(?:>\s*)*(?:[-*]\s+)?(?:\*\*[^*]{1,40}:\*\*\s*)?`*|`+\s*$")
 # a message in quotes or backticks inside a sentence, long enough to be an error rather than a name
-QUOTED_MESSAGE = re.compile(r"[\"“`']\s*(?:\[\w+\]:?\s*)?([A-Za-z_][^\"“”`']{20,600}?)\s*[\"”`']")
+# (backticks and double quotes pair up in order; a single quote only counts where it can't be an
+# apostrophe: "It's possible" opens nothing)
+PAIRED_QUOTES = ("`", '"')
+OTHER_QUOTES = re.compile(r"“([^”]{20,600})”|(?:^|(?<=[\s(:=\[]))'([^']{20,600})'(?=[\s.,;:)\]!?]|$)")
+QUOTED_MESSAGE = re.compile(r"^\s*(?:\[\w+\]:?\s*)?([A-Za-z_].{19,599}?)\s*$")
 RAISED_MESSAGE = re.compile(
     r"(?:\bwarn|\braise\s+[\w.]+|\b[A-Z]\w*(?:Error|Exception|Warning))\(\s*[frbu]?([\"'])(.{20,600}?)\1"
 )
@@ -297,6 +301,17 @@ def _inside_quotes(line: str) -> str | None:
         if line.count(m.group(0)) % 2 and len(WORD.findall(line[m.end() :])) >= 2:
             return line[: m.start()].rstrip(" .,;")
     return None
+
+
+def _quoted(line: str) -> list[str]:
+    """The spans of a line inside quotes or backticks, in order."""
+    spans: list[tuple[int, str]] = []
+    for q in PAIRED_QUOTES:
+        parts = re.split(f"{q}+", line)  # (``double backticks`` quote as one)
+        for n in range(1, len(parts) - 1, 2):  # inside pairs only: a lone last quote closes nothing
+            spans.append((line.find(parts[n]), parts[n]))
+    spans += [(m.start(), m.group(1) or m.group(2)) for m in OTHER_QUOTES.finditer(line)]
+    return [text for _, text in sorted(spans)]
 
 
 def _message_after(lines: list[str], i: int) -> list[str]:
@@ -418,8 +433,8 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
         (i + 0.1, m.group(1).strip(), min(0.95, cap) if WARN_CALL.search(ln) else 0.95)
         for i, ln in enumerate(lines)
         if not FRAME.match(ln) and not (i and SOURCE_OF.match(lines[i - 1]))
-        for m in QUOTED_MESSAGE.finditer(ln)
-        if len(WORD.findall(m.group(1).lower())) >= QUOTED_WORDS
+        for q in _quoted(ln)
+        if (m := QUOTED_MESSAGE.match(q)) and len(WORD.findall(m.group(1).lower())) >= QUOTED_WORDS
     ]
     found += quoted[-4:]
     if plain or warnings_only:  # beside a real exception line, a frame's `raise` may be another branch

@@ -457,3 +457,26 @@ def test_a_warning_comes_before_the_plain_lines_offered_beside_it():
 def test_a_quoted_symbol_is_a_name_too():
     # "invalid load key, '<'" names the file's first byte: '<' and '?' must not read alike
     assert normalize("invalid load key, '<'.").aux != normalize("invalid load key, '?'.").aux
+
+
+@pytest.mark.parametrize(
+    "sentence, message",
+    [
+        # an apostrophe opens nothing, and a backtick pair around a name is not around the prose after it
+        (
+            "It's possible: I create functions via Python's `exec()` and compiling them using `torch.compile` "
+            "as below gives the error `torch._dynamo.exc.Unsupported: cache_size_limit reached` every time.",
+            "torch._dynamo.exc.Unsupported: cache_size_limit reached",
+        ),
+        # ``double backticks`` quote as one, with `single` ones inside
+        (
+            "I encountered ``Checkpointing is not compatible with .grad() or when an `inputs` parameter is passed`` "
+            "when adding checkpointing.",
+            "Checkpointing is not compatible with .grad() or when an",
+        ),
+    ],
+)
+def test_a_message_quoted_in_a_sentence_is_offered_whole(sentence, message):
+    offered = [line for line, _ in extract(sentence).lines]
+    assert any(o.startswith(message) for o in offered), offered
+    assert not any(o.startswith(("s possible", "and compiling")) for o in offered), offered
