@@ -19,8 +19,8 @@ RuntimeError: Trying to backward through the graph a second time (or directly ac
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    db = tmp_path_factory.mktemp("cli") / "cli.db"
+def env(tmp_path_factory, seed_db):
+    db = seed_db(tmp_path_factory.mktemp("cli") / "cli.db")  # content/ already synced (tests/conftest.py)
     return {
         **os.environ,
         "PITFALLS_DATABASE_URL": f"sqlite:///{db}",
@@ -170,12 +170,12 @@ def test_cli_outside_the_repository_says_what_to_do_and_leaves_nothing(tmp_path)
 
 
 @pytest.fixture(scope="module")
-def team_server(tmp_path_factory):
+def team_server(tmp_path_factory, seed_db):
     from app.config import Settings
     from app.main import create_app
     from tests.web.support import LiveServer, free_port
 
-    db = tmp_path_factory.mktemp("team") / "team.db"
+    db = seed_db(tmp_path_factory.mktemp("team") / "team.db")  # content/ already synced
     settings = Settings(database_url=f"sqlite:///{db}", content_dir=ROOT / "content", local_workers=0)
     with LiveServer(create_app(settings), free_port()) as server:
         yield server.url

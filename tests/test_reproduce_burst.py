@@ -38,7 +38,11 @@ def server(synced_db_url):  # on SQLite and on PostgreSQL (tests/conftest.py)
         queue_max=40,
         queue_per_client=0,
     )
-    srv = uvicorn.Server(uvicorn.Config(create_app(settings, worker_url=url), port=port, log_level="warning"))
+    # timeout_graceful_shutdown as `pitfalls serve`: the worker's open long poll does not hold up teardown
+    config = uvicorn.Config(
+        create_app(settings, worker_url=url), port=port, log_level="warning", timeout_graceful_shutdown=2
+    )
+    srv = uvicorn.Server(config)
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     while not srv.started:

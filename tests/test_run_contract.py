@@ -7,12 +7,12 @@ from fastapi.testclient import TestClient
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory):
+def client(tmp_path_factory, seed_db):
     from app.config import Settings
     from app.main import create_app
     from tests.conftest import ROOT
 
-    db = tmp_path_factory.mktemp("contract") / "pitfalls.db"
+    db = seed_db(tmp_path_factory.mktemp("contract") / "pitfalls.db")  # content/ already synced
     settings = Settings(database_url=f"sqlite:///{db}", content_dir=ROOT / "content", local_workers=0)
     with TestClient(create_app(settings)) as c:
         yield c

@@ -34,8 +34,10 @@ def settings(tmp: Path, **overrides) -> Settings:
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
-    app = create_app(settings(tmp_path_factory.mktemp("auth")))
+def app(tmp_path_factory, seed_db):
+    tmp = tmp_path_factory.mktemp("auth")
+    seed_db(tmp / "t.db")  # content/ already synced (tests/conftest.py): the app's start-up sync is quick
+    app = create_app(settings(tmp))
     with TestClient(app):  # migrate + sync once
         pass
     return app
@@ -101,7 +103,8 @@ def test_admin_token_as_bearer_and_as_a_sign_in_cookie(app):
         assert c.get("/team", follow_redirects=False).status_code == 303
 
 
-def test_no_admin_token_means_no_token_sign_in(tmp_path):
+def test_no_admin_token_means_no_token_sign_in(tmp_path, seed_db):
+    seed_db(tmp_path / "t.db")
     with TestClient(create_app(settings(tmp_path, admin_token="")), client=OUTSIDER) as c:
         assert c.post("/sign-in", data={"token": ""}).status_code == 401
         assert c.get("/api/team/misses", headers={"Authorization": "Bearer "}).status_code == 401
@@ -113,7 +116,8 @@ def test_reading_is_open_by_default(app):
         assert c.post(f"/api/entries/{SLUG}/reproduce").status_code == 202
 
 
-def test_reading_can_require_sign_in(tmp_path):
+def test_reading_can_require_sign_in(tmp_path, seed_db):
+    seed_db(tmp_path / "t.db")
     with TestClient(create_app(settings(tmp_path, read_requires_sign_in=True)), client=OUTSIDER) as c:
         assert c.get("/api/entries").status_code == 401
         assert c.get("/api/search", params={"q": "IndexError"}).status_code == 401
@@ -129,7 +133,8 @@ def test_reading_can_require_sign_in(tmp_path):
         assert c.get(f"/e/{SLUG}", headers=READER).status_code == 200
 
 
-def test_reproduce_can_require_a_signed_in_user_in_a_group(tmp_path):
+def test_reproduce_can_require_a_signed_in_user_in_a_group(tmp_path, seed_db):
+    seed_db(tmp_path / "t.db")
     s = settings(tmp_path, reproduce_requires_sign_in=True, reproduce_groups="gpu-users")
     app = create_app(s)
     with TestClient(app, client=PROXY_ADDR) as c:

@@ -129,7 +129,8 @@ def test_a_missing_team_folder_is_an_error(tree):
         content.sync(engine, shipped, team=team)
 
 
-def test_team_entries_are_searched_and_notes_shown(tmp_path):
+def test_team_entries_are_searched_and_notes_shown(tmp_path, seed_db):
+    seed_db(tmp_path / "t.db")  # shipped content already synced; the app's start-up sync adds the team's
     team = tmp_path / "team"
     (team / "parallel").mkdir(parents=True)
     (team / "parallel/blue-cluster-ib-timeout.toml").write_text(TEAM_ENTRY)

@@ -28,8 +28,9 @@ PROXY = {"X-Forwarded-User": "ana@corp", "X-Forwarded-Groups": "ml"}
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory):
+def client(tmp_path_factory, seed_db):
     tmp = tmp_path_factory.mktemp("feedback")
+    seed_db(tmp / "t.db")  # content/ already synced (tests/conftest.py): the app's start-up sync is quick
     settings = Settings(
         database_url=f"sqlite:///{tmp}/t.db",
         content_dir=ROOT / "content",

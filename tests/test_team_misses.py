@@ -64,8 +64,9 @@ def db_bytes(tmp: Path) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory):
+def client(tmp_path_factory, seed_db):
     tmp = tmp_path_factory.mktemp("misses")
+    seed_db(tmp / "t.db")  # content/ already synced (tests/conftest.py): the app's start-up sync is quick
     team = tmp / "team"
     team.mkdir()
     with make_client(tmp, team_content_dir=team) as c:
@@ -122,7 +123,8 @@ def test_misses_group_by_template_most_frequent_first(client):
     assert [m["count"] for m in rows] == sorted((m["count"] for m in rows), reverse=True)
 
 
-def test_recording_off_stores_nothing(tmp_path):
+def test_recording_off_stores_nothing(tmp_path, seed_db):
+    seed_db(tmp_path / "t.db")
     with make_client(tmp_path, record_misses=False) as c:
         assert c.post("/api/search", json={"q": MISSED}).json()["confident"] is False
         assert c.get("/api/search", params={"q": "QuuxError: the quux overflowed"}).status_code == 200
@@ -191,7 +193,8 @@ def test_category_guess():
     assert drafts.guess_category(None, MissedSearch(template="Whatever: something odd")) == drafts.FALLBACK
 
 
-def test_drafts_need_a_team_folder(tmp_path):
+def test_drafts_need_a_team_folder(tmp_path, seed_db):
+    seed_db(tmp_path / "t.db")
     with make_client(tmp_path) as c:
         c.post("/api/search", json={"q": "QuuxError: the quux overflowed at step 5"})
         miss = c.get("/api/team/misses", headers=AUTH).json()[0]
@@ -207,7 +210,8 @@ def test_error_lines_scrub_what_normalising_leaves():
     assert misses.error_lines("OSError: could not open /home/ana") == ["OSError: could not open _path_"]
 
 
-def test_cli_lists_misses_and_writes_a_draft(tmp_path, monkeypatch):
+def test_cli_lists_misses_and_writes_a_draft(tmp_path, monkeypatch, seed_db):
+    seed_db(tmp_path / "t.db")
     team = tmp_path / "team"
     team.mkdir()
     env = {
@@ -235,7 +239,8 @@ def test_cli_lists_misses_and_writes_a_draft(tmp_path, monkeypatch):
     assert r.exit_code == 2 and "no missed search 999" in r.output
 
 
-def test_live_search_while_typing_records_one_miss(tmp_path):
+def test_live_search_while_typing_records_one_miss(tmp_path, seed_db):
+    seed_db(tmp_path / "t.db")
     with make_client(tmp_path) as c:
         for typed in (
             "ZapError: the z",

@@ -15,8 +15,10 @@ from .support import SLUG
 
 
 @pytest.fixture(scope="module")
-def small(tmp_path_factory, content_dir) -> Iterator[TestClient]:
-    app = create_app(make_settings(tmp_path_factory.mktemp("guard"), content_dir, max_body_bytes=10_000))
+def small(tmp_path_factory, content_dir, seed_db) -> Iterator[TestClient]:
+    app = create_app(
+        make_settings(tmp_path_factory.mktemp("guard"), content_dir, seed_db, max_body_bytes=10_000)
+    )
     with TestClient(app) as c:
         yield c
 

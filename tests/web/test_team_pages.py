@@ -27,12 +27,12 @@ NOTE = "On our cluster, labels come from `labels_v2.csv`: check **its** class co
 
 
 @pytest.fixture(scope="module")
-def team_server(tmp_path_factory, content_dir) -> Iterator[LiveServer]:
+def team_server(tmp_path_factory, content_dir, seed_db) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("team-live")
     team = tmp / "team"
     (team / "notes").mkdir(parents=True)
     (team / "notes" / f"{SLUG}.md").write_text(NOTE)
-    settings = make_settings(tmp, content_dir, team_content_dir=team, admin_token=TOKEN)
+    settings = make_settings(tmp, content_dir, seed_db, team_content_dir=team, admin_token=TOKEN)
     with LiveServer(create_app(settings), free_port()) as server:
         server.team = team
         yield server
@@ -130,8 +130,10 @@ def test_entry_page_shows_team_notes_and_takes_feedback_without_javascript(brows
 
 
 @pytest.mark.parametrize("trusted, signed_in", [("10.0.0.0/8", False), ("127.0.0.1/32", True)])
-def test_proxy_header_counts_only_from_a_trusted_address(browser, tmp_path, content_dir, trusted, signed_in):
-    settings = make_settings(Path(tmp_path), content_dir, trusted_proxies=trusted)
+def test_proxy_header_counts_only_from_a_trusted_address(
+    browser, tmp_path, content_dir, seed_db, trusted, signed_in
+):
+    settings = make_settings(Path(tmp_path), content_dir, seed_db, trusted_proxies=trusted)
     context = browser.new_context(
         extra_http_headers={"X-Forwarded-User": "cora", "X-Forwarded-Groups": "curators"}
     )
