@@ -211,6 +211,10 @@ CLOSING_QUOTE = re.compile(r"[\"`]")
 # C++ `terminate called after throwing an instance of 'c10::Error'` prints the message as `what():  ...`:
 # the message Python would show after `RuntimeError: `
 CPP_WHAT = re.compile(r"^what\(\):\s*")
+# Jupyter's header names the exception: `BrokenPipeError      Traceback (most recent call last)`
+JUPYTER_HEADER = re.compile(
+    r"^([A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt))\s{2,}Traceback \(most recent"
+)
 RULE_LINE = re.compile(r"^[-=_*~#+.\s]{3,}$")  # a separator a user or a logger drew: no message
 JOIN_LINES = 6  # a message that wraps goes on for at most this many lines
 JOIN_CHARS = 1200
@@ -369,9 +373,12 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     lines = [DECOR.sub("", PROGRESS_BAR.sub("", LINE_PREFIX.sub("", ln))) for ln in clean(text).split("\n")]
     frames = sum(1 for ln in lines if FRAME.match(ln))
     found: list[tuple[float, str, float]] = []  # (position, text, weight)
+    headers: list[tuple[int, str]] = []
     for i, ln in enumerate(lines):
         s = ln.strip()
         if not s or len(s) > 2000 or FRAME.match(ln) or NOISE.search(s):
+            if header := JUPYTER_HEADER.match(s):  # the type, in case the paste stops before the message
+                headers.append((i, header.group(1)))
             continue
         if CPP_WHAT.match(s) and (said := CPP_WHAT.sub("", s)):
             s = said if _is_exc(said) else f"RuntimeError: {said}"
@@ -397,6 +404,8 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
                     found.append((i + 0.5, f"{line} {' '.join(more)}"[:JOIN_CHARS], 0.97))
         elif SIGNAL_LINE.search(s) or LOG_ERROR.match(s) or SAYS_WARNING.match(s):
             found.append((i, s, 0.9))
+    if headers and not any(_is_exc(t) for _, t, _ in found):
+        found.append((headers[-1][0], headers[-1][1], 0.9))
     # errors outrank warnings: a warning pasted along with the error is rarely the question
     errors = any(not WARNING_LINE.match(s) for _, s, _ in found)
     cap = WARNING_BESIDE_ERROR if errors else 0.9

@@ -195,6 +195,15 @@ ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_r
         "Warning, cannot find cuda-compiled version of RoPE2D, using a slow pytorch version instead",
         [],
     ),
+    "jupyter-traceback-cut-before-its-message": (
+        "---------------------------------------------------------------------------\n"
+        "BrokenPipeError                           Traceback (most recent call last)\n"
+        "<ipython-input-12-07d529c513cd> in <module>()\n"
+        "---> 22 for i_batch, sample_batched in enumerate(dataloader):\n",
+        # (the header is all that names the error when the paste stops before the last line)
+        "BrokenPipeError",
+        [],
+    ),
     "torchrun-rank-prefixes": (
         "[rank1]: Traceback (most recent call last):\n"
         '[rank1]:   File "/w/train.py", line 9, in <module>\n'
