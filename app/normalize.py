@@ -145,7 +145,7 @@ CRASH_LINE = re.compile(
 )
 # how sure the picker is of lines beside a recognised error line (chosen on eval/wild, not held-out)
 CRASH_AFTER_ERROR = 0.7  # a crash line: the process died of that error
-WARNING_BESIDE_ERROR = 0.8  # a warning: rarely the question
+WARNING_BESIDE_ERROR = 0.7  # a warning: rarely the question
 PLAIN_BESIDE_ERROR = 0.7  # a plain line: a weak second opinion ...
 PLAIN_LINES = 3  # ... from the last few
 # A log record at error level, or a tool's `error:` line (pip, the compiler): an error line too.

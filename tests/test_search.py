@@ -454,3 +454,17 @@ def test_the_quoted_byte_decides_which_file_was_loaded(searcher, key, slug):
     # symbol is a name like any other
     result = searcher.search(f"_pickle.UnpicklingError: invalid load key, '{key}'.")
     assert result.results[0].slug == slug and result.confident
+
+
+def test_a_warning_matched_whole_does_not_outrank_the_error_cut_short(searcher):
+    # the error line is half-copied, the warning above it is a signature word for word: the paste is
+    # still about the error
+    paste = (
+        "train.py:41: UserWarning: nn.init.uniform is now deprecated in favor of nn.init.uniform_.\n"
+        "  nn.init.uniform(m.weight, -0.01, 0.01)\n"
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 88, in <module>\n'
+        "    total += loss.data[0]\n"
+        "IndexError: invalid index of a 0-dim tensor. Use tensor.item"
+    )
+    assert searcher.search(paste).results[0].slug == "loss-data-index-0-dim-tensor"
