@@ -199,7 +199,7 @@ DECOR = re.compile(r"^\s*(?:>\s*)*(?:[-*]\s+)?(?:\*\*[^*]{1,40}:\*\*\s*)?`*|`+\s
 # apostrophe: "It's possible" opens nothing)
 PAIRED_QUOTES = ("`", '"')
 OTHER_QUOTES = re.compile(r"“([^”]{20,600})”|(?:^|(?<=[\s(:=\[]))'([^']{20,600})'(?=[\s.,;:)\]!?]|$)")
-QUOTED_MESSAGE = re.compile(r"^\s*(?:\[\w+\]:?\s*)?([A-Za-z_].{19,599}?)\s*$")
+QUOTED_MESSAGE = re.compile(r"^\s*\**\s*(?:\[\w+\]:?\s*)?([A-Za-z_].{19,599}?)\s*\**\s*$")  # (**bold** too)
 RAISED_MESSAGE = re.compile(
     r"(?:\bwarn|\braise\s+[\w.]+|\b[A-Z]\w*(?:Error|Exception|Warning))\(\s*[frbu]?([\"'])(.{20,600}?)\1"
 )

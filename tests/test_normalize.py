@@ -477,6 +477,11 @@ def test_a_quoted_symbol_is_a_name_too():
             "as below gives the error `torch._dynamo.exc.Unsupported: cache_size_limit reached` every time.",
             "torch._dynamo.exc.Unsupported: cache_size_limit reached",
         ),
+        # Markdown bold inside the quotes
+        (
+            'However, the train_mem.py tells "**Expected is_sm80 to be true, but got false.** " every time.',
+            "Expected is_sm80 to be true, but got false.",
+        ),
         # ``double backticks`` quote as one, with `single` ones inside
         (
             "I encountered ``Checkpointing is not compatible with .grad() or when an `inputs` parameter is passed`` "
