@@ -266,6 +266,8 @@ class QueryLine:
         """The line is the whole signature, word for word, then words of its own and no other
         names ("expected scalar type Half but found Float error when trying to train LoRa"); not
         the message going on with its values ("Tried to allocate" then "20.00 MiB (GPU 0; ...")."""
+        if sig_tokens and self.words[:1] != sig_tokens[:1] and EXC_TYPE.search(sig_tokens[0]):
+            sig_tokens = sig_tokens[1:]  # a message pasted without its `RuntimeError:`
         n, rest = len(sig_tokens), self.words[len(sig_tokens) :]
         says = any(not t.startswith("_") and not EXC_TYPE.search(t) for t in sig_tokens)  # not a name alone
         return (

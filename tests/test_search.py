@@ -411,6 +411,11 @@ def test_the_windows_error_code_decides_in_any_language(searcher, code, message,
             "RuntimeError: expected scalar type Half but found Float error when trying to train LoRa on llama",
             "half-float-mixed-scalar-type",
         ),
+        # without its `RuntimeError:` too
+        (
+            "CUDA error: an illegal memory access was encountered when I train with a batch of 64",
+            "illegal-memory-access-async",
+        ),
         # short, but its one word is rare: still that message
         (
             "RuntimeError: CUDNN_STATUS_BAD_PARAM when I run inference on the second batch",
