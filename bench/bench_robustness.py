@@ -53,7 +53,7 @@ def variants(sig: str) -> dict[str, str]:
     words = sig.split()
     if len(words) > 8:
         v["truncated"] = " ".join(words[: max(6, int(len(words) * 0.6))])
-    if EXC.match(sig):
+    if EXC.match(sig) and EXC.sub("", sig).strip():  # (a signature that is only a type has no message)
         v["no-type"] = EXC.sub("", sig)
     return v
 
