@@ -47,6 +47,8 @@ TYPO_WEIGHT = 0.7  # a corrected word counts for less than one typed right
 TIE = 0.03
 QUOTED = "_q_"  # a quoted name's placeholder
 WHOLE_THEN_PROSE = 0.9  # a line holding a whole signature, then a sentence of the user's
+TRUNCATED = 0.85  # a line that is a signature's first words, cut off (a log viewer's width, a title)
+TRUNCATED_MASS = 20.0  # IDF weight those words need (about four distinctive ones)
 CONTEXT_MASS = 60.0  # IDF weight (about ten distinctive words) the rest of a paste needs to count in full
 LINE_DOUBT = 0.5  # share of the line picker's doubt (prose, warnings, earlier exceptions) a match keeps
 UNDECIDED = TIE / 10  # tied entries the rest of the paste separates by less than this: no confident pick
@@ -277,6 +279,24 @@ class QueryLine:
             and not rest[0].startswith("_")
             and QUOTED not in rest
         )
+
+    def starts_signature(self, sig_tokens: list[str], sig_w: dict[str, float]) -> bool:
+        """The line is the signature's beginning, word for word, cut off before its end ("RuntimeError:
+        Trying to backward through the graph a second time (or directly"), its last word maybe cut
+        too; not a header that goes on below (`... for Net:`), and saying enough to stand alone."""
+        words = self.words
+        if sig_tokens and words[:1] != sig_tokens[:1] and EXC_TYPE.search(sig_tokens[0]):
+            sig_tokens = sig_tokens[1:]  # a message pasted without its `RuntimeError:`
+        n = len(words)
+        if not n or n >= len(sig_tokens) or self.text.rstrip().endswith(":"):
+            return False
+        last, then = words[-1], sig_tokens[n - 1]
+        if words[:-1] != sig_tokens[: n - 1] or not (
+            last == then or (then.startswith(last) and last[0] != "_")
+        ):
+            return False
+        said = {t for t in words if not t.startswith("_") and not EXC_TYPE.search(t)}
+        return sum(sig_w.get(t, 0.0) for t in said) >= TRUNCATED_MASS
 
     def beyond_python(self) -> frozenset[str]:
         """Its words and names once Python's own message templates are set aside (computed on the
@@ -620,6 +640,8 @@ class Searcher:
                 sim = similarity(q.weights, sig_w, q.known_mass)
                 if q.says_then_more(sig_tokens):
                     sim = max(sim, WHOLE_THEN_PROSE)
+                elif sim < TRUNCATED and q.starts_signature(sig_tokens, sig_w):
+                    sim = TRUNCATED
                 # how sure the picker is that a line is the error orders lines, but the match decides:
                 # a whole message in a sentence around it is that error
                 score = sim * (1 - LINE_DOUBT * (1 - q.weight))

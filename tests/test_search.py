@@ -473,3 +473,40 @@ def test_a_warning_matched_whole_does_not_outrank_the_error_cut_short(searcher):
         "IndexError: invalid index of a 0-dim tensor. Use tensor.item"
     )
     assert searcher.search(paste).results[0].slug == "loss-data-index-0-dim-tensor"
+
+
+@pytest.mark.parametrize(
+    "paste, slug",
+    [
+        # cut by a log viewer's width
+        (
+            "RuntimeError: Trying to backward through the graph a second time (or directly access saved",
+            "backward-graph-second-time",
+        ),
+        # cut before the words that would make it long enough to stand on word overlap alone
+        ("RuntimeError: CUDA error: no kernel image is available for", "no-kernel-image-arch-mismatch"),
+        # cut inside a word, and without its exception type
+        (
+            "one of the variables needed for gradient computation has been modified by an inpl",
+            "inplace-modified-needed-for-grad",
+        ),
+    ],
+)
+def test_a_message_cut_short_after_its_distinctive_words_is_that_message(searcher, paste, slug):
+    result = searcher.search(paste)
+    assert result.confident and result.results[0].slug == slug
+
+
+@pytest.mark.parametrize(
+    "paste",
+    [
+        # a header whose point is on the lines below it
+        "RuntimeError: Error(s) in loading state_dict for Net:",
+        # the words every such message starts with: no particular one yet
+        "RuntimeError: The size of tensor a",
+        # cut before the part that tells two messages apart (a device, or a dtype, mismatch)
+        "RuntimeError: Input type (torch.cuda.FloatTensor) and weight type",
+    ],
+)
+def test_the_start_of_many_messages_is_none_of_them(searcher, paste):
+    assert not searcher.search(paste).confident
