@@ -330,11 +330,19 @@ class SignatureIndex:
 
     def __init__(self, rows: Iterable[tuple[int, str, str]]):
         postings: dict[str, array[int]] = {}
-        n = 0
+        sizes: dict[int, int] = {}
         for sid, tokens, aux in rows:
-            n += 1
-            for t in set(tokens.split()) | set(aux.split()):
+            words = set(tokens.split()) | set(aux.split())
+            sizes[sid] = len(words)
+            for t in words:
                 postings.setdefault(t, array("i")).append(sid)
+        # shortest signatures first: where many share a line's words equally ("No module named 'x'"),
+        # the candidates kept (`heapq.nlargest` keeps the first of equals) are those the line holds
+        # most of, not whichever the database listed first
+        for t, ids in postings.items():
+            if len(ids) > 1:
+                postings[t] = array("i", sorted(ids, key=sizes.__getitem__))
+        n = len(sizes)
         self.postings = postings
         self.n = max(n, 1)
         self.idf = {t: math.log(1 + self.n / (len(p) + 0.5)) for t, p in postings.items()}

@@ -510,3 +510,19 @@ def test_a_message_cut_short_after_its_distinctive_words_is_that_message(searche
 )
 def test_the_start_of_many_messages_is_none_of_them(searcher, paste):
     assert not searcher.search(paste).confident
+
+
+def test_a_line_that_is_a_whole_signature_is_found_among_many_alike(searcher):
+    # dozens of signatures share "ModuleNotFoundError: No module named" and its quoted name equally;
+    # the one the line holds whole must be among those rescored, whatever else the paste says
+    paste = (
+        'File "C:\\\\Users\\\\kai\\\\tools\\\\faceapp\\\\launch.py", line 3, in <module>\n'
+        "    from faceapp import core\n"
+        '  File "C:\\\\Users\\\\kai\\\\tools\\\\faceapp\\\\faceapp\\\\core.py", line 9, in <module>\n'
+        "    import torch\n"
+        "ModuleNotFoundError: No module named 'torch'\n\n"
+        "I get this every time I start the app from the installer and I don't know what it means.\n"
+        "Windows 11, NVIDIA card."
+    )
+    result = searcher.search(paste)
+    assert result.results[0].slug == "no-module-named-torch-wrong-interpreter"
