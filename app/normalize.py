@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 16
+VERSION = 17
 
 # GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
@@ -59,6 +59,16 @@ RULES: list[tuple[str, str, re.Pattern[str]]] = [
             r"(?<![\w.])((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\(\)|"
             # the package pip could not find ("... satisfies the requirement torch==1.8.1")
             r"(?<=satisfies the requirement )([A-Za-z][\w.\-]*)|(?<=No matching distribution found for )([A-Za-z][\w.\-]*)"
+        ),
+    ),
+    # a state_dict key (`encoder.layer.0.attention.self.value.weight`): which parameter is named
+    # varies with the model, the message around it does not
+    (
+        "_key_",
+        "parameter name",
+        re.compile(
+            r"(?<![\w./\\])(?:[A-Za-z_]\w*\.)(?:\w+\.)*"
+            r"(?:weight|bias|running_mean|running_var|weight_g|weight_v)\b"
         ),
     ),
     (
@@ -269,6 +279,8 @@ def normalize(line: str) -> Normalized:
                     aux.append("ch" + "".join(f"{ord(ch):x}" for ch in quoted.strip()[:4]))
             elif placeholder == "_path_":
                 aux.extend(file_tokens(m.group(0)))
+            elif placeholder == "_key_":
+                aux.extend(f"k:{w}" for w in WORD.findall(m.group(0).lower()) if not w.isdigit())
             elif placeholder == "_num_" and SMALL_INT.fullmatch(m.group(0)):
                 aux.append(
                     "n" + m.group(0).lstrip("+").replace("-", "m")

@@ -117,8 +117,9 @@ TEXT_TERMS = 12
 OWN_SIGNATURES = 3  # of an entry's signatures, searched for the other causes of its message
 RELATED_SHARE = 0.4  # with a confident match, others are shown only above this share of its score
 EXC_TYPE = re.compile(r"(?:error|exception|warning|interrupt|exit)$")  # a token naming an exception type
-# aux tokens that are not names: small numbers (normalize.SMALL_INT) and file names (normalize.file_tokens)
-NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$|p:")
+# aux tokens that are not names: small numbers (normalize.SMALL_INT), file names (normalize.file_tokens)
+# and state_dict keys (`k:encoder`)
+NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$|p:|k:")
 STOPWORDS = frozenset(
     [
         "a",

@@ -292,6 +292,24 @@ def test_volatile_parts_become_placeholders(text, placeholder):
     assert placeholder in normalize(text).tokens
 
 
+def test_a_state_dict_key_is_a_placeholder_whatever_the_model():
+    # "size mismatch for <key>": the key names one model's parameter; the batch-norm buffer added in
+    # torch 0.4 is the point of its own message and stays a word
+    short = normalize(
+        "size mismatch for fc.bias: copying a param with shape torch.Size([10]) from checkpoint"
+    )
+    long = normalize(
+        "size mismatch for model.encoder.layer.11.attention.self.value.weight: copying a param with "
+        "shape torch.Size([768, 768]) from checkpoint"
+    )
+    assert short.tokens == long.tokens and "_key_" in short.tokens
+    assert "k:encoder" in long.aux and "k:fc" in short.aux
+    assert "num_batches_tracked" in normalize('unexpected key "bn1.num_batches_tracked" in state_dict').aux
+    assert "num_batches_tracked" in normalize("Unexpected key(s): layer1.0.bn1.num_batches_tracked").tokens
+    # dotted module paths are words, as before
+    assert "floattensor" in normalize("Expected object of type torch.cuda.FloatTensor").tokens
+
+
 def test_error_codes_stay_words():
     # "[WinError 126]" and "[WinError 1455]" are different errors whatever language the rest is in
     assert "c126" in normalize("OSError: [WinError 126] 找不到指定的模块。").tokens

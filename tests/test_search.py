@@ -526,3 +526,16 @@ def test_a_line_that_is_a_whole_signature_is_found_among_many_alike(searcher):
     )
     result = searcher.search(paste)
     assert result.results[0].slug == "no-module-named-torch-wrong-interpreter"
+
+
+def test_a_size_mismatch_naming_another_models_parameters_is_still_that_message(searcher):
+    # the keys (`encoder.layer.0...weight`) are the paste's model's own, not the signature's `fc.bias`
+    paste = (
+        "RuntimeError: Error(s) in loading state_dict for BertForSequenceClassification:\n"
+        "\tsize mismatch for bert.encoder.layer.0.attention.self.query.weight: copying a param with shape "
+        "torch.Size([1024, 1024]) from checkpoint, the shape in current model is torch.Size([768, 768]).\n"
+        "\tsize mismatch for bert.encoder.layer.0.attention.self.query.bias: copying a param with shape "
+        "torch.Size([1024]) from checkpoint, the shape in current model is torch.Size([768])."
+    )
+    result = searcher.search(paste)
+    assert result.confident and result.results[0].slug == "size-mismatch-classifier-head"
