@@ -46,7 +46,7 @@ TYPO_CUTOFF = 86  # rapidfuzz ratio a correction needs
 TYPO_WEIGHT = 0.7  # a corrected word counts for less than one typed right
 TIE = 0.03
 QUOTED = "_q_"  # a quoted name's placeholder
-WHOLE_THEN_PROSE = 0.9  # a line holding a whole signature, then a sentence of the user's
+WHOLE_THEN_PROSE = 0.9  # a line holding a whole signature in a sentence of the user's
 TRUNCATED = 0.85  # a line that is a signature's first words, cut off (a log viewer's width, a title)
 TRUNCATED_MASS = 20.0  # IDF weight those words need (about four distinctive ones)
 CONTEXT_MASS = 60.0  # IDF weight (about ten distinctive words) the rest of a paste needs to count in full
@@ -116,6 +116,7 @@ RARE_TOPIC_SIGNATURES = 30
 TEXT_TERMS = 12
 OWN_SIGNATURES = 3  # of an entry's signatures, searched for the other causes of its message
 RELATED_SHARE = 0.4  # with a confident match, others are shown only above this share of its score
+BARE_TYPES = ("error", "exception", "warning")  # "the error: ..." is prose, not a type
 EXC_TYPE = re.compile(r"(?:error|exception|warning|interrupt|exit)$")  # a token naming an exception type
 # aux tokens that are not names: small numbers (normalize.SMALL_INT), file names (normalize.file_tokens)
 # and state_dict keys (`k:encoder`)
@@ -265,29 +266,43 @@ class QueryLine:
         self.aux = set(n.aux)
         self._beyond_python: frozenset[str] | None = None
 
-    def says_then_more(self, sig_tokens: list[str]) -> bool:
-        """The line is the whole signature, word for word, then words of its own and no other
-        names ("expected scalar type Half but found Float error when trying to train LoRa"); not
-        the message going on with its values ("Tried to allocate" then "20.00 MiB (GPU 0; ...")."""
+    def message_from(self, sig_tokens: list[str]) -> list[str]:
+        """The line's words from where the signature begins: the whole line, or in a sentence of the
+        user's ("... but it tells me that CUDA error: out of memory") from the signature's first word
+        on; never inside another error's line, which is a message of its own."""
+        words = self.words
+        if not sig_tokens or words[:1] == sig_tokens[:1] or sig_tokens[0] not in words:
+            return words
+        if EXC_TYPE.search(words[0]) and words[0] not in BARE_TYPES:
+            return words
+        return words[words.index(sig_tokens[0]) :]
+
+    def says_whole(self, sig_tokens: list[str]) -> bool:
+        """The line holds the whole signature, word for word, in words of the user's: then a
+        sentence ("expected scalar type Half but found Float error when trying to train LoRa"), or
+        after one ("... it tells me that CUDA error: out of memory"); no other names after it, and
+        not the message going on with its values ("Tried to allocate" then "20.00 MiB (GPU 0; ...")."""
         if sig_tokens and self.words[:1] != sig_tokens[:1] and EXC_TYPE.search(sig_tokens[0]):
             sig_tokens = sig_tokens[1:]  # a message pasted without its `RuntimeError:`
-        n, rest = len(sig_tokens), self.words[len(sig_tokens) :]
+        words = self.message_from(sig_tokens)
+        n, rest = len(sig_tokens), words[len(sig_tokens) :]
         says = any(not t.startswith("_") and not EXC_TYPE.search(t) for t in sig_tokens)  # not a name alone
         return (
             says
-            and bool(rest)
-            and self.words[:n] == sig_tokens
-            and not rest[0].startswith("_")
+            and (bool(rest) or len(words) < len(self.words))
+            and words[:n] == sig_tokens
+            and not (rest and rest[0].startswith("_"))
             and QUOTED not in rest
         )
 
     def starts_signature(self, sig_tokens: list[str], sig_w: dict[str, float]) -> bool:
-        """The line is the signature's beginning, word for word, cut off before its end ("RuntimeError:
-        Trying to backward through the graph a second time (or directly"), its last word maybe cut
-        too; not a header that goes on below (`... for Net:`), and saying enough to stand alone."""
-        words = self.words
-        if sig_tokens and words[:1] != sig_tokens[:1] and EXC_TYPE.search(sig_tokens[0]):
+        """The line (or the end of a sentence of the user's) is the signature's beginning, word for
+        word, cut off before its end ("RuntimeError: Trying to backward through the graph a second
+        time (or directly"), its last word maybe cut too; not a header that goes on below (`... for
+        Net:`), and saying enough to stand alone."""
+        if sig_tokens and self.words[:1] != sig_tokens[:1] and EXC_TYPE.search(sig_tokens[0]):
             sig_tokens = sig_tokens[1:]  # a message pasted without its `RuntimeError:`
+        words = self.message_from(sig_tokens)
         n = len(words)
         if not n or n >= len(sig_tokens) or self.text.rstrip().endswith(":"):
             return False
@@ -647,7 +662,7 @@ class Searcher:
             sig_quoted, sig_names = sig.quoted, sig.names
             for q in lines:
                 sim = similarity(q.weights, sig_w, q.known_mass)
-                if q.says_then_more(sig_tokens):
+                if q.says_whole(sig_tokens):
                     sim = max(sim, WHOLE_THEN_PROSE)
                 elif sim < TRUNCATED and q.starts_signature(sig_tokens, sig_w):
                     sim = TRUNCATED

@@ -416,6 +416,12 @@ def test_the_windows_error_code_decides_in_any_language(searcher, code, message,
             "CUDA error: an illegal memory access was encountered when I train with a batch of 64",
             "illegal-memory-access-async",
         ),
+        # after a sentence of the user's, at the end of the line
+        (
+            "After upgrading the driver my script stopped working and now prints the error: CUDA error: "
+            "no kernel image is available for execution on the device",
+            "no-kernel-image-arch-mismatch",
+        ),
         # short, but its one word is rare: still that message
         (
             "RuntimeError: CUDNN_STATUS_BAD_PARAM when I run inference on the second batch",
@@ -423,8 +429,8 @@ def test_the_windows_error_code_decides_in_any_language(searcher, code, message,
         ),
     ],
 )
-def test_a_whole_message_followed_by_the_users_words_is_that_message(searcher, paste, slug):
-    # titles and one-line reports run the message into a sentence on the same line
+def test_a_whole_message_among_the_users_words_is_that_message(searcher, paste, slug):
+    # titles and one-line reports run the message into a sentence on the same line, or end one with it
     result = searcher.search(paste)
     assert result.confident and result.results[0].slug == slug
 
@@ -437,6 +443,9 @@ def test_a_whole_message_followed_by_the_users_words_is_that_message(searcher, p
         "939.96 MiB already allocated; 0 bytes free; 962.00 MiB reserved in total by PyTorch)",
         # another name after a template cut before its name: not the template's own entry
         "AttributeError: module 'torch' has no attribute 'hann_windowz' when I run the demo",
+        # another error's line, with a second message run into it: neither is said whole in prose
+        "AttributeError: 'Namespace' object has no attribute 'epochs' Could not load dynamic library "
+        "'libcudart.so.10.0'; dlerror: libcudart.so.10.0: cannot open shared object file: No such file or directory",
         # a signature that is an exception type and a quoted string: the string is all it says
         "TypeError: __init__() takes exactly 1 argument (2 given) when I build the trainer",
     ],
