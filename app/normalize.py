@@ -164,6 +164,11 @@ LOG_ERROR = re.compile(
     # a library's or a tool's own (`MIOpen Error: ...`, `nvcc fatal   : Unsupported gpu architecture`)
     r"|^\s*[\w.()\-]+ (?:Error|ERROR|fatal|FATAL)\s*:"
 )
+# A compiler's diagnostic (gcc/clang `src/x.cpp:9:10: fatal error: TH/TH.h: No such file`, nvcc/MSVC
+# `x.cu(12): error: ...`): an error line; where in which file is the user's, the rest is the message
+COMPILER_ERROR = re.compile(
+    r"^\s*\S+?(?::\d+(?::\d+)?|\(\d+\)):\s*((?:fatal )?error(?: [A-Z]+\d+)?\s*:\s*\S.*)$"
+)
 FAILED_STEP = re.compile(
     r"^error: command .* failed with exit (?:status|code)|ninja: build stopped: subcommand failed|"
     r"^(?:subprocess\.)?CalledProcessError: Command .* returned non-zero exit status|"
@@ -414,6 +419,8 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
                 found.append((i, line, 1.0))
                 if more:
                     found.append((i + 0.5, f"{line} {' '.join(more)}"[:JOIN_CHARS], 0.97))
+        elif c := COMPILER_ERROR.match(s):
+            found.append((i, c.group(1), 0.9))
         elif SIGNAL_LINE.search(s) or LOG_ERROR.match(s) or SAYS_WARNING.match(s):
             found.append((i, s, 0.9))
     if headers and not any(_is_exc(t) for _, t, _ in found):

@@ -247,6 +247,26 @@ error: metadata-generation-failed""",
         "OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install root.",
         ["subprocess-exited-with-error", "metadata-generation-failed", "originates from a subprocess"],
     ),
+    # a compiler's diagnostic above the build step that failed: the diagnostic, without its location
+    "compiler-diagnostic": (
+        """building 'DCN' extension
+gcc -pthread -fPIC -I/opt/conda/lib/python3.8/site-packages/torch/include -c src/cpu/dcn_cpu.cpp
+src/cpu/dcn_cpu.cpp:9:10: fatal error: TH/TH.h: No such file or directory
+    9 | #include <TH/TH.h>
+      |          ^~~~~~~~~
+compilation terminated.
+error: command 'gcc' failed with exit status 1""",
+        "fatal error: TH/TH.h: No such file or directory",
+        [],
+    ),
+    "nvcc-diagnostic": (
+        """/home/kim/ops/src/roi_align_kernel.cu(38): error: identifier "AT_CHECK" is undefined
+
+1 error detected in the compilation of "/home/kim/ops/src/roi_align_kernel.cu".
+error: command '/usr/local/cuda/bin/nvcc' failed with exit code 1""",
+        'error: identifier "AT_CHECK" is undefined',
+        [],
+    ),
 }
 
 
