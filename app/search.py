@@ -475,6 +475,11 @@ class SignatureIndex:
                 w = idf[t]
                 for sid in ids[:POSTINGS_BUDGET]:
                     score[sid] = get(sid, 0.0) + w
+            # a word only a few signatures hold brings them all: a line of common words around it
+            # ("..., maybe the version of python, pytorch, cuda is incompatible") must not outvote it
+            for t in tokens:
+                if len(postings[t]) <= RARE_DF:
+                    picked.update(dict.fromkeys(postings[t]))
             # the best line gathers most; the others a share each
             keep = CANDIDATES if i == 0 else CANDIDATES // 2
             picked.update(

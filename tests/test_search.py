@@ -548,3 +548,13 @@ def test_a_size_mismatch_naming_another_models_parameters_is_still_that_message(
     )
     result = searcher.search(paste)
     assert result.confident and result.results[0].slug == "size-mismatch-classifier-head"
+
+
+def test_a_rare_word_is_found_however_many_common_words_surround_it(searcher):
+    # the user's sentence shares many words with many signatures; CUDNN_STATUS_EXECUTION_FAILED,
+    # in only a few, is the one that matters
+    paste = (
+        "RuntimeError: CUDNN_STATUS_EXECUTION_FAILED , maybe the version of python,pytorch,cuda is not "
+        "compatible, this is the version i use: pytorch 1.0 cuda 9.0 gpu rtx 2080"
+    )
+    assert searcher.search(paste).results[0].slug == "cudnn-status-execution-failed"
