@@ -140,14 +140,17 @@ class PostgresReader(Reader):
             return []
         # websearch syntax: quoted words (a word with `_` is a phrase of its parts, as in the index),
         # space means AND, `or` means OR; stemmed and stop-worded by the same 'english' configuration
-        query = (" " if every else " or ").join('"' + t.replace('"', " ") + '"' for t in terms)
+        quoted = ['"' + t.replace('"', " ") + '"' for t in terms]
+        # with any word, the entries holding every word come first among the candidates: the BM25
+        # rerank sees at most RERANK of them, and any word must find at least what every word finds
         rows = self.conn.execute(
             text(
                 "SELECT f.slug, e.title, e.category, CAST(f.tsv AS text) FROM entry_fts f JOIN entry e ON e.slug = f.slug, "
-                "websearch_to_tsquery('english', :q) q WHERE f.tsv @@ q "
-                f"ORDER BY ts_rank_cd('{TS_WEIGHTS}', f.tsv, q) DESC LIMIT {RERANK}"
+                "websearch_to_tsquery('english', :q) q, websearch_to_tsquery('english', :every) q_every "
+                "WHERE f.tsv @@ q "
+                f"ORDER BY f.tsv @@ q_every DESC, ts_rank_cd('{TS_WEIGHTS}', f.tsv, q) DESC LIMIT {RERANK}"
             ),
-            {"q": query},
+            {"q": " ".join(quoted) if every else " or ".join(quoted), "every": " ".join(quoted)},
         ).all()
         if not rows:
             return []
