@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 17
+VERSION = 18
 
 # GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
@@ -109,6 +109,10 @@ WORD = re.compile(r"[a-z0-9_]+")
 # `_pickle.UnpicklingError` is `pickle.UnpicklingError` raised from the C accelerator module
 PRIVATE_MODULE = re.compile(r"(?<![\w.])_([a-z]\w*)\.(?=[A-Z]\w*(?:Error|Exception|Warning)\b)")
 SMALL_INT = re.compile(r"[-+]?\d{1,2}")
+# a C++/CUDA source file (`at /pytorch/aten/src/THC/generic/THCStorage.cu:58`): where in torch's
+# sources an error was raised moves between releases, so unlike a library that failed to load it
+# doesn't tell errors apart
+SOURCE_FILE = re.compile(r"\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp)(?::\d+)*$", re.I)
 PATHLIKE = re.compile(
     r"[\\/]|\.(?:py|so|dll|pyd|dylib|cpp|cu|h|pt|pth|ckpt|bin|safetensors|json|yaml|txt)\b", re.I
 )
@@ -282,7 +286,7 @@ def normalize(line: str) -> Normalized:
                     aux.extend(words)
                 elif quoted.strip():  # a quoted symbol ("invalid load key, '<'"): its characters decide
                     aux.append("ch" + "".join(f"{ord(ch):x}" for ch in quoted.strip()[:4]))
-            elif placeholder == "_path_":
+            elif placeholder == "_path_" and not SOURCE_FILE.search(m.group(0)):
                 aux.extend(file_tokens(m.group(0)))
             elif placeholder == "_key_":
                 aux.extend(f"k:{w}" for w in WORD.findall(m.group(0).lower()) if not w.isdigit())

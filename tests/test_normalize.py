@@ -330,6 +330,19 @@ def test_a_state_dict_key_is_a_placeholder_whatever_the_model():
     assert "floattensor" in normalize("Expected object of type torch.cuda.FloatTensor").tokens
 
 
+def test_where_in_torchs_sources_an_error_was_raised_is_not_a_name():
+    # the same THC error raised from another source file in another release is the same error; a
+    # library that failed to load is not
+    a = normalize(
+        "RuntimeError: cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/THCGeneral.cpp:663"
+    )
+    b = normalize(
+        "RuntimeError: cuda runtime error (2) : out of memory at /opt/conda/aten/src/THC/generic/THCStorage.cu:158"
+    )
+    assert (a.tokens, a.aux) == (b.tokens, b.aux)
+    assert "p:_c" in normalize("ImportError: /env/site-packages/detectron2/_C.so: undefined symbol: x").aux
+
+
 def test_error_codes_stay_words():
     # "[WinError 126]" and "[WinError 1455]" are different errors whatever language the rest is in
     assert "c126" in normalize("OSError: [WinError 126] 找不到指定的模块。").tokens
