@@ -234,6 +234,12 @@ CPP_WHAT = re.compile(r"^what\(\):\s*")
 JUPYTER_HEADER = re.compile(
     r"^([A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt))\s{2,}Traceback \(most recent"
 )
+ONE_LINE_TRACEBACK = re.compile(r"Traceback \(most recent call last\):?\s+File [\"']")
+# in a frame run on with its code, the exception type that starts the message (`... import torch
+# ModuleNotFoundError: No module named 'torch'`), or one alone at the end (`raise StopIteration StopIteration`)
+FRAME_THEN_EXC = re.compile(
+    r"\s((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Warning|Interrupt|Exit|StopIteration))(?::\s|\s*$)"
+)
 RULE_LINE = re.compile(r"^[-=_*~#+.\s]{3,}$")  # a separator a user or a logger drew: no message
 JOIN_LINES = 6  # a message that wraps goes on for at most this many lines
 JOIN_CHARS = 1200
@@ -315,6 +321,19 @@ class Extracted:
     )  # per line: the paste line it comes from (variants share one)
 
 
+def _unfolded(line: str) -> list[str]:
+    """A traceback flattened onto one line (a title, a chat message, a log that lost its newlines)
+    back as its lines: the header, each frame, and the exception after the last frame."""
+    if not ONE_LINE_TRACEBACK.search(line):
+        return [line]
+    parts = re.split(r"\s+(?=File [\"'])", line)
+    last = parts[-1]
+    m = FRAME_THEN_EXC.search(last)
+    if m:
+        parts[-1:] = [last[: m.start(1)].rstrip(), last[m.start(1) :]]
+    return parts
+
+
 def _is_exc(line: str) -> re.Match[str] | None:
     m = EXC_LINE.search(line)
     return m if m and not NOISE.search(line) else None
@@ -391,7 +410,11 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     with them; a paste with no recognisable error line offers its plain lines (a message pasted
     without its `RuntimeError:`, or inside a sentence).
     """
-    lines = [DECOR.sub("", PROGRESS_BAR.sub("", LINE_PREFIX.sub("", ln))) for ln in clean(text).split("\n")]
+    lines = [
+        DECOR.sub("", PROGRESS_BAR.sub("", LINE_PREFIX.sub("", ln)))
+        for line in clean(text).split("\n")
+        for ln in _unfolded(line)
+    ]
     frames = sum(1 for ln in lines if FRAME.match(ln))
     found: list[tuple[float, str, float]] = []  # (position, text, weight)
     headers: list[tuple[int, str]] = []

@@ -247,6 +247,14 @@ error: metadata-generation-failed""",
         "OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install root.",
         ["subprocess-exited-with-error", "metadata-generation-failed", "originates from a subprocess"],
     ),
+    # a traceback that lost its newlines (an issue title, a chat message)
+    "one-line-traceback": (
+        'Traceback (most recent call last):   File "D:\\llm\\run\\pretrain.py", line 17, in <module>     '
+        'from lit_gpt.model import GPT   File "D:\\llm\\lit_gpt\\model.py", line 13, in <module>     '
+        "from flash_attn import flash_attn_func ModuleNotFoundError: No module named 'flash_attn'",
+        "ModuleNotFoundError: No module named 'flash_attn'",
+        ["from flash_attn import"],
+    ),
     # a compiler's diagnostic above the build step that failed: the diagnostic, without its location
     "compiler-diagnostic": (
         """building 'DCN' extension
