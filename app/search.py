@@ -266,25 +266,26 @@ class QueryLine:
         self.aux = set(n.aux)
         self._beyond_python: frozenset[str] | None = None
 
-    def message_from(self, sig_tokens: list[str]) -> list[str]:
-        """The line's words from where the signature begins: the whole line, or in a sentence of the
-        user's ("... but it tells me that CUDA error: out of memory") from the signature's first word
-        on; never inside another error's line, which is a message of its own."""
+    def aligned(self, sig_tokens: list[str]) -> tuple[list[str], list[str]]:
+        """The line's words from where the signature begins, and the signature as the line may say
+        it (without its `RuntimeError:` when the line has none): the whole line, or in a sentence of
+        the user's ("... but it tells me that CUDA error: out of memory") from the signature's first
+        word on; never inside another error's line, which is a message of its own."""
         words = self.words
+        if sig_tokens and words[:1] != sig_tokens[:1] and EXC_TYPE.search(sig_tokens[0]):
+            sig_tokens = sig_tokens[1:]  # a message pasted without its `RuntimeError:`
         if not sig_tokens or words[:1] == sig_tokens[:1] or sig_tokens[0] not in words:
-            return words
+            return words, sig_tokens
         if EXC_TYPE.search(words[0]) and words[0] not in BARE_TYPES:
-            return words
-        return words[words.index(sig_tokens[0]) :]
+            return words, sig_tokens
+        return words[words.index(sig_tokens[0]) :], sig_tokens
 
     def says_whole(self, sig_tokens: list[str]) -> bool:
         """The line holds the whole signature, word for word, in words of the user's: then a
         sentence ("expected scalar type Half but found Float error when trying to train LoRa"), or
         after one ("... it tells me that CUDA error: out of memory"); no other names after it, and
         not the message going on with its values ("Tried to allocate" then "20.00 MiB (GPU 0; ...")."""
-        if sig_tokens and self.words[:1] != sig_tokens[:1] and EXC_TYPE.search(sig_tokens[0]):
-            sig_tokens = sig_tokens[1:]  # a message pasted without its `RuntimeError:`
-        words = self.message_from(sig_tokens)
+        words, sig_tokens = self.aligned(sig_tokens)
         n, rest = len(sig_tokens), words[len(sig_tokens) :]
         says = any(not t.startswith("_") and not EXC_TYPE.search(t) for t in sig_tokens)  # not a name alone
         return (
@@ -300,9 +301,7 @@ class QueryLine:
         word, cut off before its end ("RuntimeError: Trying to backward through the graph a second
         time (or directly"), its last word maybe cut too; not a header that goes on below (`... for
         Net:`), and saying enough to stand alone."""
-        if sig_tokens and self.words[:1] != sig_tokens[:1] and EXC_TYPE.search(sig_tokens[0]):
-            sig_tokens = sig_tokens[1:]  # a message pasted without its `RuntimeError:`
-        words = self.message_from(sig_tokens)
+        words, sig_tokens = self.aligned(sig_tokens)
         n = len(words)
         if not n or n >= len(sig_tokens) or self.text.rstrip().endswith(":"):
             return False
