@@ -182,6 +182,8 @@ FAILED_STEP = re.compile(
 FRAME = re.compile(
     r"^\s*(?:File \"|File '|at \S+\(|\^+\s*$|~+\^*~*\s*$|-+>\s*\d+|\d+\s+\w|Cell In\[|Input In \[|"
     r"<ipython-input-|\[\d+\]\(vscode-notebook-cell|frame #\d+:)"  # (the last: a C++ backtrace's frames)
+    # a JavaScript stack's frames (React Native, Node: `at invoke (http://localhost:8081/index.bundle:7876:32)`)
+    r"|^\s*at (?:[\w$.<>\[\] ]+ )?\((?:[^()]*:\d+:\d+|native)\)\s*$"
 )
 # (also a library's own warning records: `MIOpen(HIP): Warning [FindWinogradSolutions] ...`)
 WARNING_LINE = re.compile(r"^(?:[\w.]*Warning\b|[\w.]+(?:\([\w.]+\))?:\s*Warning\b|WARNING\b\s*[:\]])")
@@ -191,7 +193,8 @@ SOURCE_OF = re.compile(r"^\s*File [\"'].*line \d+")
 NOISE = re.compile(
     r"Traceback \(most recent call last\)|^\s*Exception ignored in|During handling of the above exception|"
     r"The above exception was the direct cause|Closing remaining open files|python-BaseException|"
-    r"Error in atexit\._run_exitfuncs|^\s*Exception raised from \S+ at \S+|^\s*wandb:|Process finished with exit code|"
+    r"Error in atexit\._run_exitfuncs|^\s*Exception raised from \S+ at \S+|^\s*\(no backtrace available\)\s*$|"
+    r"^\s*wandb:|Process finished with exit code|"
     r"^\s*(?:Error|Exception|Warning)s?\s*(?:message|type|details)?\s*:?\s*$|"
     # pip's wrapper around a failed build: the error is in the output it shows
     r"^\s*error: (?:subprocess-exited-with-error|metadata-generation-failed)\s*$|^\s*\[end of output\]\s*$|"

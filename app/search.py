@@ -33,7 +33,7 @@ from .normalize import PLAIN_BESIDE_ERROR, WORD, Normalized, clean, extract, nor
 from .search_store import Reader, SearchStore
 
 AUX_WEIGHT = 0.3  # quoted names matter, but less than the words around them
-MAX_LINES = 4  # error lines of a paste that gather candidates (best first)
+MAX_LINES = 4  # error lines of a paste (its lines, variants as one) that gather candidates, best first
 POSTINGS_BUDGET = 4000  # signature ids visited per search, rarest tokens first
 CANDIDATES = 40  # rescored precisely
 GENERIC_WORDS = 8  # up to this many words, a signature with quoted names is a template for them
@@ -45,6 +45,7 @@ TYPO_MIN = 6  # shortest word we try to correct
 TYPO_CUTOFF = 86  # rapidfuzz ratio a correction needs
 TYPO_WEIGHT = 0.7  # a corrected word counts for less than one typed right
 TIE = 0.03
+TIE_MATCH_WEIGHT = 0.5  # how much a tied entry's better match counts against the rest of the paste
 QUOTED = "_q_"  # a quoted name's placeholder
 WHOLE_THEN_PROSE = 0.9  # a line holding a whole signature in a sentence of the user's
 TRUNCATED = 0.85  # a line that is a signature's first words, cut off (a log viewer's width, a title)
@@ -460,7 +461,10 @@ class SignatureIndex:
         """
         postings, idf = self.postings, self.idf
         picked: dict[int, None] = {}
-        shown = lines[:MAX_LINES]
+        # the first MAX_LINES paste lines, each with its variants (a warning with the source line
+        # echoed under it is two readings of one line, not two of the four)
+        first = set(list(dict.fromkeys(q.group for q in lines))[:MAX_LINES])
+        shown = [q for q in lines if q.group in first]
         for i, q in enumerate(shown):
             tokens = {t for t in q.tokens if t in postings}
             score: dict[int, float] = {}
@@ -725,6 +729,8 @@ class Searcher:
         said = set(WORD.findall(paste.lower()))
         known = {w for w in said if w in texts.df}
 
+        top = ranked[0].score
+
         def key(h: Hit) -> float:
             title, body = texts.words(db, h.slug)
             # the rest of the paste: the words beyond the matched line (frames, code, prose)
@@ -744,8 +750,10 @@ class Searcher:
                 )
                 / 2
             )
-            # moves an entry by at most TIE: a clearly better match still wins
-            return h.score + 0.1 * h.support + TIE * (context + about) / 2
+            # moves an entry by at most TIE: a clearly better match still wins. Within the tie, the
+            # match counts at half weight: what sets tied signatures apart is mostly their example
+            # values (`[Rank 0]`, `at entry 1`), which say nothing of the cause
+            return top + TIE_MATCH_WEIGHT * (h.score - top) + 0.1 * h.support + TIE * (context + about) / 2
 
         keyed = sorted(((key(h), h) for h in tied), key=lambda kh: -kh[0])
         order = [h for _, h in keyed]

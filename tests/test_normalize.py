@@ -275,6 +275,19 @@ error: command '/usr/local/cuda/bin/nvcc' failed with exit code 1""",
         'error: identifier "AT_CHECK" is undefined',
         [],
     ),
+    # a JavaScript app (React Native, Node) prints its own stack under torch's message: frames too
+    "javascript-stack": (
+        """Error: Lite Interpreter version number does not match. The model version must be between 3 and 7 but the model version is 8 ()
+Exception raised from parseMethods at ../torch/csrc/jit/mobile/import.cpp:317 (most recent call first):
+(no backtrace available)
+    at promiseMethodWrapper (http://localhost:8081/index.bundle?platform=android&dev=true:2772:45)
+    at call (native)
+    at tryCatch (http://localhost:8081/index.bundle?platform=android&dev=true:7703:23)
+    at Object.<anonymous> (/home/app/node_modules/onnxruntime-node/dist/index.js:12:5)""",
+        "Error: Lite Interpreter version number does not match. The model version must be between 3 and 7 but "
+        "the model version is 8 ()",
+        ["at tryCatch", "at call", "no backtrace", "at Object"],
+    ),
 }
 
 

@@ -549,3 +549,27 @@ def test_a_rare_word_is_found_however_many_common_words_surround_it(searcher):
         "compatible, this is the version i use: pytorch 1.0 cuda 9.0 gpu rtx 2080"
     )
     assert searcher.search(paste).results[0].slug == "cudnn-status-execution-failed"
+
+
+def test_an_example_value_a_tied_signature_happens_to_share_does_not_pick_the_cause(searcher):
+    # `[Rank 0]` is in the rank-0 entry's signature by way of example; in this paste it is only the rank
+    # that printed first and says nothing of a collective entered by rank 0 alone, so the match it adds
+    # must not outweigh the rest of the paste (which is about the watchdog timeout itself)
+    result = searcher.search("""Training hangs for ten minutes at the same step on all 8 GPUs, then every rank is aborted by the NCCL watchdog:
+[rank0]:[E1102 11:20:31.512 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1234, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600021 milliseconds before timing out.
+[rank0]:[E1102 11:20:31.513 ProcessGroupNCCL.cpp:1664] To avoid data inconsistency, we are taking the entire process down.""")
+    tied = {h.slug for h in result.results[:2]}
+    assert tied == {"all-reduce-only-on-rank-0", "nccl-watchdog-collective-timeout"}
+    assert not (result.confident and result.results[0].slug == "all-reduce-only-on-rank-0")
+
+
+def test_a_warning_echoed_with_its_source_line_counts_as_one_line_of_the_paste(searcher):
+    # each warning below is printed with the line that raised it, which the picker reads as a second
+    # variant of the same paste line; variants must not use up the lines that gather candidates
+    result = searcher.search("""/data/GroundingDINO/groundingdino/models/GroundingDINO/ms_deform_attn.py:31: UserWarning: Failed to load custom C++ ops. Running on CPU mode Only!
+  warnings.warn("Failed to load custom C++ ops. Running on CPU mode Only!")
+/usr/local/lib/python3.8/dist-packages/torch/functional.py:507: UserWarning: torch.meshgrid: in an upcoming release, it will be required to pass the indexing argument. (Triggered internally at ../aten/src/ATen/native/TensorShape.cpp:3549.)
+  return _VF.meshgrid(tensors, **kwargs)  # type: ignore[attr-defined]
+/usr/local/lib/python3.8/dist-packages/transformers/modeling_utils.py:962: FutureWarning: The `device` argument is deprecated and will be removed in v5 of Transformers.
+  warnings.warn(""")
+    assert "groundingdino-c-ops-not-built" in [h.slug for h in result.results[:3]]
