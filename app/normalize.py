@@ -159,6 +159,9 @@ CRASH_LINE = re.compile(
 )
 # how sure the picker is of lines beside a recognised error line (chosen on eval/wild, not held-out)
 CRASH_AFTER_ERROR = 0.7  # a crash line: the process died of that error
+EARLIER_IN_CHAIN = (
+    0.85  # an exception the final one wraps or follows (`... failed in the TorchScript interpreter`)
+)
 WARNING_BESIDE_ERROR = 0.7  # a warning: rarely the question
 PLAIN_BESIDE_ERROR = 0.7  # a plain line: a weak second opinion ...
 PLAIN_LINES = 3  # ... from the last few
@@ -516,8 +519,9 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     for pos, s, w in found:
         if s not in seen:
             seen.add(s)
-            # earlier exceptions in a chain weigh a little less than the last one
-            picked.append((s, w if top is None or int(pos) == int(top) else min(w, 0.95)))
+            # earlier exceptions in a chain weigh less than the last one, which is the question: a
+            # wrapper (`The following operation failed in the TorchScript interpreter`) is no rival to it
+            picked.append((s, w if top is None or int(pos) == int(top) else min(w, EARLIER_IN_CHAIN)))
             groups.append(int(pos))
         if len(picked) >= max_lines:
             break

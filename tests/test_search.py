@@ -573,3 +573,17 @@ def test_a_warning_echoed_with_its_source_line_counts_as_one_line_of_the_paste(s
 /usr/local/lib/python3.8/dist-packages/transformers/modeling_utils.py:962: FutureWarning: The `device` argument is deprecated and will be removed in v5 of Transformers.
   warnings.warn(""")
     assert "groundingdino-c-ops-not-built" in [h.slug for h in result.results[:3]]
+
+
+def test_the_error_a_wrapper_reports_is_the_answer_not_the_wrapper(searcher):
+    # TorchScript reports a failed operation, then the error inside it: the inner error is the question,
+    # and the wrapper's own entry, matched on the line above it, is no rival to it
+    result = searcher.search("""Traceback (most recent call last):
+  File "run.py", line 40, in <module>
+    out = model(x)
+RuntimeError: The following operation failed in the TorchScript interpreter.
+Traceback of TorchScript (most recent call last):
+  File "<string>", line 12, in forward
+RuntimeError: nvrtc: error: invalid value for --gpu-architecture (-arch)""")
+    assert result.results[0].slug == "nvrtc-invalid-gpu-architecture"
+    assert result.confident, [(h.slug, h.score) for h in result.results[:3]]
