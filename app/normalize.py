@@ -240,7 +240,11 @@ CPP_WHAT = re.compile(r"^what\(\):\s*")
 JUPYTER_HEADER = re.compile(
     r"^([A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt))\s{2,}Traceback \(most recent"
 )
-ONE_LINE_TRACEBACK = re.compile(r"Traceback \(most recent call last\):?\s+File [\"']")
+ONE_LINE_TRACEBACK = re.compile(
+    r"Traceback \(most recent call last\):?\s+File [\"']"
+    # (or without its header: the line starts with a frame and goes on past it)
+    r"|^\W{0,3}File [\"'][^\"'\n]+[\"'], line \d+, in \S+\s+\S"
+)
 # in a frame run on with its code, the exception type that starts the message (`... import torch
 # ModuleNotFoundError: No module named 'torch'`), or one alone at the end (`raise StopIteration StopIteration`)
 FRAME_THEN_EXC = re.compile(

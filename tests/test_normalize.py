@@ -255,6 +255,16 @@ error: metadata-generation-failed""",
         "ModuleNotFoundError: No module named 'flash_attn'",
         ["from flash_attn import"],
     ),
+    # the same without its header, in backticks: the last frame run on with its exception
+    "one-line-frame-then-error": (
+        '`File "/Users/ana/envs/m/lib/python3.12/site-packages/torch/serialization.py", line 1548, in load '
+        "raise pickle.UnpicklingError(_get_wo_message(str(e))) from None _pickle.UnpicklingError: Weights only "
+        "load failed. In PyTorch 2.6, we changed the default value of the weights_only argument in torch.load "
+        "from False to True.`",
+        "_pickle.UnpicklingError: Weights only load failed. In PyTorch 2.6, we changed the default value of the "
+        "weights_only argument in torch.load from False to True.",
+        ["raise pickle"],
+    ),
     # a compiler's diagnostic above the build step that failed: the diagnostic, without its location
     "compiler-diagnostic": (
         """building 'DCN' extension
