@@ -55,9 +55,13 @@ def test_api_search_get_and_post_agree(client):
     a = client.get("/api/search", params={"q": q}).json()
     b = client.post("/api/search", json={"q": q}).json()
     assert a["results"][0]["slug"] == b["results"][0]["slug"]
-    assert {"linear-in-features-mismatch", "hardcoded-batch-size-last-batch"} >= {
-        r["slug"] for r in a["results"] if r["score"] >= 0.99
-    }
+    # the message has several causes (each entry holding it matches in full); the hub listing them answers
+    assert a["results"][0]["slug"] == "linear-in-features-mismatch"
+    assert all(
+        "mat1 and mat2 shapes cannot be multiplied" in r["matched"]
+        for r in a["results"]
+        if r["score"] >= 0.99
+    )
     assert a["confident"] is True
     assert {"slug", "title", "category", "score", "matched"} <= set(a["results"][0])
 
