@@ -159,9 +159,7 @@ CRASH_LINE = re.compile(
 )
 # how sure the picker is of lines beside a recognised error line (chosen on eval/wild, not held-out)
 CRASH_AFTER_ERROR = 0.7  # a crash line: the process died of that error
-EARLIER_IN_CHAIN = (
-    0.85  # an exception the final one wraps or follows (`... failed in the TorchScript interpreter`)
-)
+EARLIER_IN_CHAIN = 0.85  # an exception the last one follows or wraps (a TorchScript wrapper)
 WARNING_BESIDE_ERROR = 0.7  # a warning: rarely the question
 PLAIN_BESIDE_ERROR = 0.7  # a plain line: a weak second opinion ...
 PLAIN_LINES = 3  # ... from the last few

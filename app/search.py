@@ -729,8 +729,6 @@ class Searcher:
         said = set(WORD.findall(paste.lower()))
         known = {w for w in said if w in texts.df}
 
-        top = ranked[0].score
-
         def key(h: Hit) -> float:
             title, body = texts.words(db, h.slug)
             # the rest of the paste: the words beyond the matched line (frames, code, prose)
@@ -753,7 +751,7 @@ class Searcher:
             # moves an entry by at most TIE: a clearly better match still wins. Within the tie, the
             # match counts at half weight: what sets tied signatures apart is mostly their example
             # values (`[Rank 0]`, `at entry 1`), which say nothing of the cause
-            return top + TIE_MATCH_WEIGHT * (h.score - top) + 0.1 * h.support + TIE * (context + about) / 2
+            return TIE_MATCH_WEIGHT * h.score + 0.1 * h.support + TIE * (context + about) / 2
 
         keyed = sorted(((key(h), h) for h in tied), key=lambda kh: -kh[0])
         order = [h for _, h in keyed]

@@ -41,7 +41,6 @@ from app.evaluate import Case, Outcome, Report, changes, load_cases, verdicts  #
 SCORER = """
 import json, sys
 from pathlib import Path
-from typing import Any
 from app import content
 from app.config import Settings
 from app.db import make_engine, migrate
@@ -82,7 +81,7 @@ def score(code: Path, content_dir: Path, cases: list[Case], tmp: Path) -> dict[s
     env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(code)}
     env.pop("PITFALLS_DATABASE_URL", None)
     env.pop("PITFALLS_CONTENT_DIR", None)
-    db = tmp / f"{code.name}.db"
+    db = Path(tempfile.mkdtemp(dir=tmp)) / "search.db"  # a fresh database for each code and content
     stdin = "".join(json.dumps({"id": c.id, "text": c.text}) + "\n" for c in cases)
     done = subprocess.run(
         [sys.executable, "-c", SCORER, str(db), str(content_dir)],
