@@ -164,6 +164,8 @@ def _private_mounts(workdir: str | None, tmp_mb: int) -> None:
     keep = os.open(workdir, os.O_PATH | os.O_CLOEXEC) if workdir else None
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we do here reaches the host
     _setattr("/", set_=MOUNT_ATTR_RDONLY, recursive=True)
+    if os.path.isdir("/proc/self"):
+        _writable_proc()
     size = f"size={max(16, int(tmp_mb))}m"
     for point in ("/tmp", "/dev/shm"):
         if os.path.isdir(point):
@@ -176,6 +178,23 @@ def _private_mounts(workdir: str | None, tmp_mb: int) -> None:
         _mount(f"/proc/self/fd/{keep}", workdir, None, MS_BIND)
         _setattr(workdir, clr=MOUNT_ATTR_RDONLY)
         os.close(keep)
+
+
+# What Docker keeps read-only in a container's /proc: the kernel's settings and triggers
+PROC_READ_ONLY = ("/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger")
+
+
+def _writable_proc() -> None:
+    """CUDA's initialisation writes into /proc: with all of it read-only, cudaGetDeviceCount fails
+    with error 304 ("OS call failed", seen on an H100). So procfs stays writable, with its own
+    permissions (a child writes its own process's files), but, as in Docker's default container,
+    the kernel's settings and triggers are bound read-only over themselves: a uid 0 kept in a user
+    namespace could otherwise write the host's /proc/sys."""
+    _setattr("/proc", clr=MOUNT_ATTR_RDONLY)
+    for path in PROC_READ_ONLY:
+        if os.path.exists(path):
+            _mount(path, path, None, MS_BIND | MS_REC)
+            _setattr(path, set_=MOUNT_ATTR_RDONLY, recursive=True)
 
 
 def confine(*, network: bool, workdir: str | None, tmp_mb: int = 1024) -> dict[str, tuple[bool, str]]:

@@ -119,6 +119,7 @@ class Pool:
         self._waiting = 0
         self._device: str | None = None
         self._network: tuple[bool, str] | None = None
+        self._warm_error: str | None = None  # the last reason a spare failed to warm up
         self._closed = False
         self._started = False
         self._threads: list[threading.Thread] = []
@@ -256,6 +257,7 @@ class Pool:
 
     def _replenish(self) -> None:
         """Keep `spare` warmed children waiting; replace each one as soon as it is taken."""
+        failures = 0
         while True:
             with self._cond:
                 while not self._closed and len(self._ready) + self._warming >= self.spare:
@@ -267,6 +269,7 @@ class Pool:
             try:
                 child = self._fork("full", self.limits)
                 if child is not None and not self._await_ready(child, timeout=120):
+                    self._warm_failed(child.error or "no ready message within 120 s")
                     child.retire()
                     child = None
             except Exception:  # noqa: BLE001 - never let the replenisher die; back off and retry
@@ -285,7 +288,20 @@ class Pool:
                 if child is not None and not keep:
                     child.retire()
             if child is None:
-                time.sleep(0.5)
+                failures += 1  # back off: a child that cannot warm up now will not in 0.5 s either
+                time.sleep(min(30.0, 0.5 * 2 ** min(failures - 1, 6)))
+            else:
+                failures = 0
+                self._warm_error = None
+
+    def _warm_failed(self, error: str) -> None:
+        """Say why a spare could not warm up (CUDA broken in a confined child, a bad setting), once
+        per distinct reason: retrying in silence left a GPU pool that never became ready."""
+        reason = (error.strip().splitlines() or ["?"])[-1]
+        with self._lock:
+            new, self._warm_error = reason != self._warm_error, reason
+        if new:
+            log.warning("a sandbox child failed to warm up; retrying with back-off:\n%s", error.strip())
 
     def _take(self, limits: Limits) -> ChildHandle:
         """A warmed spare if one is waiting, else a child forked now (warm-up on the run's clock)."""

@@ -402,6 +402,56 @@ def test_user_namespace_confinement_holds(monkeypatch, isolation):
         new_in_repo.unlink(missing_ok=True)
 
 
+PROC_CHECKS = (
+    "import json, os, threading\n"
+    "def opens(p):\n"  # opened for writing, nothing written: enough to show the door is open
+    "    try:\n"
+    "        os.close(os.open(p, os.O_WRONLY))\n"
+    "        return 'opened'\n"
+    "    except OSError as exc:\n"
+    "        return type(exc).__name__\n"
+    "stop = threading.Event()\n"
+    "t = threading.Thread(target=stop.wait)\n"
+    "t.start()\n"
+    "comm = f'/proc/self/task/{t.native_id}/comm'\n"
+    "try:\n"  # what glibc's pthread_setname_np does for another thread (CUDA names its threads)
+    "    with open(comm, 'w') as fh:\n"
+    "        fh.write('renamed')\n"
+    "    with open(comm) as fh:\n"
+    "        named = fh.read().strip()\n"
+    "except OSError as exc:\n"
+    "    named = type(exc).__name__\n"
+    "stop.set()\n"
+    "t.join()\n"
+    "print(json.dumps({'named': named, 'system': {p: opens(p) for p in (\n"
+    "    '/proc/sys/kernel/hostname', '/proc/sys/vm/drop_caches', '/proc/sysrq-trigger')}}))\n"
+)
+
+
+@pytest.mark.parametrize("mode", ["root", "userns"])
+def test_own_proc_files_stay_writable_system_ones_do_not(mode, pool, monkeypatch, isolation):
+    # CUDA's initialisation writes into /proc: with all of /proc read-only, cudaGetDeviceCount
+    # failed with error 304 on an H100 and no warm child ever became ready. The child's own /proc
+    # files are writable; /proc/sys, /proc/sysrq-trigger and the like stay read-only, as in Docker.
+    if mode == "root" and os.geteuid() != 0:
+        pytest.skip("the server is not root here")
+    if mode == "userns":
+        if os.geteuid() != 0 and subprocess.run(["unshare", "-Ur", "true"], capture_output=True).returncode:
+            pytest.skip("no unprivileged user namespaces on this host")
+        monkeypatch.setenv(ENV_CONFINE, "userns")
+        pool = Pool(size=1, spare=0, limits=TEST_LIMITS).start(wait=False)
+        monkeypatch.delenv(ENV_CONFINE)  # the fork server took its environment at start
+    try:
+        out = _run(pool, PROC_CHECKS)
+        assert out["outcome"] == "ok", out
+        got = json.loads(out["stdout"])
+        assert got["named"] == "renamed", got
+        assert "opened" not in got["system"].values(), got
+    finally:
+        if mode == "userns":
+            pool.close()
+
+
 def test_fresh_process_is_confined_too(run, isolation):
     # `fresh_process` jobs exec a cold interpreter: it starts confined (no write to the repo, its
     # own /tmp) and its stderr carries nothing of ours.

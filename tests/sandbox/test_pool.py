@@ -299,3 +299,25 @@ def test_pool_background_failure_is_logged(caplog):
         assert logged and logged[0].exc_info, caplog.text
     finally:
         p.close()
+
+
+def test_pool_warm_up_failure_is_logged_once(monkeypatch, caplog):
+    # A child that fails while warming up (on an H100, CUDA could not start under a read-only
+    # /proc; here, a uid setting that is not a number) is retired and retried with back-off, and
+    # the log says why, once, instead of the pool waiting in silence for a spare that never comes.
+    if os.geteuid() != 0:
+        pytest.skip("the uid setting is used only by a root server")
+    from app.sandbox.pool import Pool
+    from tests.sandbox.conftest import TEST_LIMITS
+
+    monkeypatch.setenv("PITFALLS_SANDBOX_UID", "nobody")  # a name where a number is expected
+    p = Pool(size=1, spare=1, limits=TEST_LIMITS)
+    try:
+        with caplog.at_level(logging.WARNING, logger="pitfalls.sandbox"):
+            p.start(wait=False)
+            assert not p.wait_ready(timeout=4)
+        warned = [r.getMessage() for r in caplog.records if "failed to warm up" in r.getMessage()]
+        assert len(warned) == 1, caplog.text
+        assert "invalid literal for int() with base 10: 'nobody'" in warned[0]
+    finally:
+        p.close()
