@@ -289,7 +289,10 @@ class Pool:
                     child.retire()
             if child is None:
                 failures += 1  # back off: a child that cannot warm up now will not in 0.5 s either
-                time.sleep(min(30.0, 0.5 * 2 ** min(failures - 1, 6)))
+                with self._cond:  # close() wakes us
+                    self._cond.wait_for(
+                        lambda: self._closed, timeout=min(30.0, 0.5 * 2 ** min(failures - 1, 6))
+                    )
             else:
                 failures = 0
                 self._warm_error = None
@@ -478,7 +481,8 @@ class Pool:
         if self._device is None:  # no child has reported yet: ask a short-lived one
             child = self._fork("light", self.limits)
             if child is not None:
-                self._await_ready(child, timeout)
+                if not self._await_ready(child, timeout):
+                    self._warm_failed(child.error or f"no ready message within {timeout:g} s")
                 self._cleanup.put(child.retire)
         net = self._network or (False, "unknown: no child reported")
         gpus = self.gpus
@@ -502,8 +506,12 @@ class Pool:
                 "how": "allowed by the pool's limits" if self.limits.network else net[1],
             },
         }
+        # a child that cannot warm up is no CPU device: say so where workers and `doctor` show it
+        failed = (
+            f"none: sandbox children fail to warm up ({self._warm_error[:200]})" if self._warm_error else None
+        )
         return {
-            "device": self._device or "cpu",
+            "device": self._device or failed or "cpu",
             "torch_version": self._server.hello.get("torch_version"),
             "gpus": gpus,
             "python": self._server.hello.get("python"),

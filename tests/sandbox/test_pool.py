@@ -319,5 +319,7 @@ def test_pool_warm_up_failure_is_logged_once(monkeypatch, caplog):
         warned = [r.getMessage() for r in caplog.records if "failed to warm up" in r.getMessage()]
         assert len(warned) == 1, caplog.text
         assert "invalid literal for int() with base 10: 'nobody'" in warned[0]
+        device = p.info(timeout=10)["device"]  # what the worker and `pitfalls doctor` report
+        assert device.startswith("none: sandbox children fail to warm up") and "'nobody'" in device, device
     finally:
         p.close()
