@@ -199,7 +199,11 @@ NOISE = re.compile(
     r"^\s*(?:Error|Exception|Warning)s?\s*(?:message|type|details)?\s*:?\s*$|"
     # pip's wrapper around a failed build: the error is in the output it shows
     r"^\s*error: (?:subprocess-exited-with-error|metadata-generation-failed)\s*$|^\s*\[end of output\]\s*$|"
-    r"^\s*note: This error originates from a subprocess",
+    r"^\s*note: This error originates from a subprocess|"
+    # the advice CUDA errors end with: the same under every error, so it tells none apart
+    r"^\s*(?:CUDA kernel errors might be asynchronously reported|For debugging consider passing CUDA_LAUNCH_BLOCKING|"
+    r"Compile with .TORCH_USE_CUDA_DSA. to enable device-side assertions)|"
+    r"^\s*[\w.\-]+ exited with code \d+\s*$",  # docker compose, after a service's last line
     re.I,
 )
 # A line that announces an exception whose message follows on the next lines (VS Code, PyCharm, reports).
@@ -248,6 +252,9 @@ ONE_LINE_TRACEBACK = re.compile(
 FRAME_THEN_EXC = re.compile(
     r"\s((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Warning|Interrupt|Exit|StopIteration))(?::\s|\s*$)"
 )
+# where a relayed traceback starts on a line, past the logger's or launcher's prefix
+TRACEBACK_PART = re.compile(r"Traceback \(most recent call last\)|File \"[^\"\n]+\", line \d+")
+MAX_PREFIX = 120
 RULE_LINE = re.compile(r"^[-=_*~#+.\s]{3,}$")  # a separator a user or a logger drew: no message
 JOIN_LINES = 6  # a message that wraps goes on for at most this many lines
 JOIN_CHARS = 1200
@@ -411,6 +418,22 @@ def _last_plain_lines(lines: list[str], seen: set[str], want: int) -> list[tuple
     return picked[::-1]
 
 
+def _repeated_prefix(lines: list[str]) -> re.Pattern[str] | None:
+    """The prefix a logger or a launcher put before every line of a traceback it relayed (vLLM's
+    `ERROR 05-27 11:47:57 [core.py:396] `, Ray's `(RayWorker pid=12) `, glog's `E0915 14:32:19.27 1 x.py:9] `,
+    `docker compose`'s `web-1  | `), as a pattern with its numbers free: what stands before a
+    traceback's header or frames on at least two lines, in the same shape."""
+    shapes: Counter[str] = Counter()
+    for ln in lines:
+        m = TRACEBACK_PART.search(ln)
+        if m and 0 < m.start() <= MAX_PREFIX and (p := ln[: m.start()].rstrip()):
+            shapes[re.sub(r"\\ |\s+", r"\\s+", re.sub(r"\d+", r"\\d+", re.escape(p)))] += 1
+    if not shapes:
+        return None
+    shape, n = shapes.most_common(1)[0]
+    return re.compile(f"^{shape} ?") if n >= 2 else None
+
+
 def extract(text: str, *, max_lines: int = 10) -> Extracted:
     """Find the lines that carry the error in a paste: a one-liner, a traceback, a log, a report.
 
@@ -418,10 +441,10 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     with them; a paste with no recognisable error line offers its plain lines (a message pasted
     without its `RuntimeError:`, or inside a sentence).
     """
+    lines = [LINE_PREFIX.sub("", ln) for line in clean(text).split("\n") for ln in _unfolded(line)]
+    prefix = _repeated_prefix(lines)
     lines = [
-        DECOR.sub("", PROGRESS_BAR.sub("", LINE_PREFIX.sub("", ln)))
-        for line in clean(text).split("\n")
-        for ln in _unfolded(line)
+        DECOR.sub("", PROGRESS_BAR.sub("", prefix.sub("", ln, count=1) if prefix else ln)) for ln in lines
     ]
     frames = sum(1 for ln in lines if FRAME.match(ln))
     found: list[tuple[float, str, float]] = []  # (position, text, weight)
@@ -443,7 +466,8 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
                 if m.group(1) == "AssertionError" and (stated := _assert_source(lines, i)):
                     found.append((i, f"AssertionError: {stated}", 1.0))
                 if not more:
-                    if i == len(lines) - 1 or s == m.group(1):
+                    # (a type alone, colon or not: torchrun's `...errors.ChildFailedError:` above its report)
+                    if i == len(lines) - 1 or s.rstrip(": ") == m.group(1):
                         found.append((i, line, 1.0))
                     continue
                 line = f"{m.group(1)}: {' '.join(more)}"[:JOIN_CHARS]

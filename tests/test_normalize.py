@@ -213,6 +213,46 @@ ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_r
         "RuntimeError: CUDA error: an illegal memory access was encountered",
         ["[rank", "loss.backward()", "run.py"],
     ),
+    # a logger or a launcher relaying a child's traceback puts its own prefix before every line
+    "vllm-log-prefix-on-every-line": (
+        "INFO 05-27 11:47:55 [backends.py:430] Dynamo bytecode transform time: 13.06 s\n"
+        "ERROR 05-27 11:47:57 [core.py:396] EngineCore failed to start.\n"
+        "ERROR 05-27 11:47:57 [core.py:396] Traceback (most recent call last):\n"
+        'ERROR 05-27 11:47:57 [core.py:396]   File "/env/site-packages/vllm/v1/engine/core.py", line 387, in run\n'
+        "ERROR 05-27 11:47:57 [core.py:396]     engine_core = EngineCoreProc(*args, **kwargs)\n"
+        'ERROR 05-27 11:47:58 [core.py:396]   File "/env/site-packages/torch/cuda/__init__.py", line 478, in _lazy_init\n'
+        "ERROR 05-27 11:47:58 [core.py:396]     torch._C._cuda_init()\n"
+        "ERROR 05-27 11:47:58 [core.py:396] RuntimeError: No CUDA GPUs are available",
+        "RuntimeError: No CUDA GPUs are available",
+        ["[core.py:396]", "engine_core ="],
+    ),
+    "ray-worker-prefix-on-every-line": (
+        "(RayTrainWorker pid=48211, ip=10.0.0.2) Traceback (most recent call last):\n"
+        '(RayTrainWorker pid=48211, ip=10.0.0.2)   File "/app/train.py", line 41, in train_loop\n'
+        "(RayTrainWorker pid=48211, ip=10.0.0.2)     loss = criterion(out, y)\n"
+        "(RayTrainWorker pid=48211, ip=10.0.0.2) ValueError: Expected input batch_size (32) to match target "
+        "batch_size (64).",
+        "ValueError: Expected input batch_size (32) to match target batch_size (64).",
+        ["pid=", "criterion"],
+    ),
+    "docker-compose-service-prefix": (
+        "web-1     | Traceback (most recent call last):\n"
+        'web-1     |   File "/app/main.py", line 3, in <module>\n'
+        "web-1     |     import torch\n"
+        "web-1     | ModuleNotFoundError: No module named 'torch'\n"
+        "web-1 exited with code 1",
+        "ModuleNotFoundError: No module named 'torch'",
+        ["web-1", "exited with code"],
+    ),
+    "cuda-error-advice-is-no-line": (
+        "RuntimeError: CUDA error: invalid device ordinal\n"
+        "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
+        "might be incorrect.\n"
+        "For debugging consider passing CUDA_LAUNCH_BLOCKING=1.\n"
+        "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
+        "RuntimeError: CUDA error: invalid device ordinal",
+        ["asynchronously reported", "CUDA_LAUNCH_BLOCKING", "TORCH_USE_CUDA_DSA"],
+    ),
     "exception-quoted-in-a-sentence": (
         "I get \"ModuleNotFoundError: No module named 'torchtext.legacy'\" when the code attempted to import it",
         "ModuleNotFoundError: No module named 'torchtext.legacy'",
