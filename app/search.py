@@ -470,7 +470,8 @@ class SignatureIndex:
             score: dict[int, float] = {}
             get = score.get
             budget = POSTINGS_BUDGET // len(shown)
-            for t in sorted(tokens, key=lambda t: len(postings[t])):
+            # (ties by the word itself: a set's order changes with the process's hash seed)
+            for t in sorted(tokens, key=lambda t: (len(postings[t]), t)):
                 ids = postings[t]
                 if len(ids) > budget and score:
                     break
@@ -480,7 +481,7 @@ class SignatureIndex:
                     score[sid] = get(sid, 0.0) + w
             # a word only a few signatures hold brings them all: a line of common words around it
             # ("..., maybe the version of python, pytorch, cuda is incompatible") must not outvote it
-            for t in tokens:
+            for t in sorted(tokens):
                 if len(postings[t]) <= RARE_DF:
                     picked.update(dict.fromkeys(postings[t]))
             # the best line gathers most; the others a share each

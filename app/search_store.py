@@ -62,6 +62,13 @@ class Reader:
         raise NotImplementedError
 
 
+# In content order (an entry's signatures as its file lists them), never in the order rows were
+# written: a re-synced entry's rows are the newest, and where signatures tie, the index keeps the
+# first of equals; a re-synced database must answer as a fresh one does.
+SIGNATURE_TOKENS = (
+    "SELECT s.id, s.tokens, s.aux FROM signature s JOIN entry e ON e.slug = s.entry_slug "
+    "ORDER BY e.category, s.entry_slug, s.id"
+)
 SIGNATURE_ROWS = (
     "SELECT s.id, s.entry_slug, s.text, s.tokens, s.aux, e.title, e.category FROM signature s "
     "JOIN entry e ON e.slug = s.entry_slug WHERE s.id IN ({})"
@@ -79,7 +86,7 @@ class SqliteReader(Reader):
         return row[0] if row else "0"
 
     def signature_tokens(self) -> Iterable[tuple[int, str, str]]:
-        return self.conn.execute("SELECT id, tokens, aux FROM signature")
+        return self.conn.execute(SIGNATURE_TOKENS)
 
     def signature_rows(self, ids: list[int]) -> list[SignatureRow]:
         return self.conn.execute(SIGNATURE_ROWS.format(",".join("?" * len(ids))), ids).fetchall()
@@ -117,7 +124,7 @@ class PostgresReader(Reader):
         return self._generation
 
     def signature_tokens(self) -> Iterable[tuple[int, str, str]]:
-        return [tuple(r) for r in self.conn.execute(text("SELECT id, tokens, aux FROM signature"))]
+        return [tuple(r) for r in self.conn.execute(text(SIGNATURE_TOKENS))]
 
     def signature_rows(self, ids: list[int]) -> list[SignatureRow]:
         rows = self.conn.execute(
