@@ -238,6 +238,8 @@ CLOSING_QUOTE = re.compile(r"[\"`]")
 # C++ `terminate called after throwing an instance of 'c10::Error'` prints the message as `what():  ...`:
 # the message Python would show after `RuntimeError: `
 CPP_WHAT = re.compile(r"^what\(\):\s*")
+# An application's own line reporting an exception's message (ComfyUI: `!!! Exception during processing !!! msg`)
+APP_REPORTS = re.compile(r"!!!\s*Exception during processing\s*!!!\s*(\S.*)$")
 # Jupyter's header names the exception: `BrokenPipeError      Traceback (most recent call last)`
 JUPYTER_HEADER = re.compile(
     r"^([A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt))\s{2,}Traceback \(most recent"
@@ -378,7 +380,14 @@ def _message_after(lines: list[str], i: int) -> list[str]:
     more: list[str] = []
     for ln in lines[i + 1 : i + 1 + JOIN_LINES]:
         s = ln.strip()
-        if not s or FRAME.match(ln) or NOISE.search(ln) or _is_exc(s) or RULE_LINE.match(s):
+        if (
+            not s
+            or FRAME.match(ln)
+            or NOISE.search(ln)
+            or _is_exc(s)
+            or RULE_LINE.match(s)
+            or APP_REPORTS.search(s)
+        ):
             break
         more.append(s)
     return more
@@ -388,7 +397,7 @@ def _assert_source(lines: list[str], i: int) -> str | None:
     """The `assert ...` statement a traceback shows above a bare `AssertionError`: its only message."""
     for j in range(i - 1, max(i - 4, -1), -1):
         s = lines[j].strip()
-        if s.startswith("assert "):
+        if s.startswith(("assert ", "assert(")):
             return s
         if s and not RULE_LINE.match(s):
             return None
@@ -411,6 +420,7 @@ def _last_plain_lines(lines: list[str], seen: set[str], want: int) -> list[tuple
             and not (i and SOURCE_OF.match(lines[i - 1]))
             and not any(s in f for f in seen)  # a wrapped line of a message already found
             and not _is_exc(s)
+            and not APP_REPORTS.search(s)  # offered already, as its message
         ):
             picked.append((i, s))
             if len(picked) == want:
@@ -449,6 +459,7 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     frames = sum(1 for ln in lines if FRAME.match(ln))
     found: list[tuple[float, str, float]] = []  # (position, text, weight)
     headers: list[tuple[int, str]] = []
+    reported: list[tuple[float, str, float]] = []  # messages an application reported (APP_REPORTS)
     for i, ln in enumerate(lines):
         s = ln.strip()
         if not s or len(s) > 2000 or FRAME.match(ln) or NOISE.search(s):
@@ -457,6 +468,9 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
             continue
         if CPP_WHAT.match(s) and (said := CPP_WHAT.sub("", s)):
             s = said if _is_exc(said) else f"RuntimeError: {said}"
+        if (app := APP_REPORTS.search(s)) and not _is_exc(app.group(1)):
+            reported.append((i, app.group(1), 0.9))  # a message without its type: an error line still
+            continue
         m = _is_exc(s)
         if m:
             line = s[m.start(1) :]
@@ -482,6 +496,8 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
             found.append((i, c.group(1), 0.9))
         elif SIGNAL_LINE.search(s) or LOG_ERROR.match(s) or SAYS_WARNING.match(s):
             found.append((i, s, 0.9))
+    # (unless the traceback's own exception line says the same)
+    found += [r for r in reported if not any(r[1] in t for _, t, _ in found)]
     if headers and not any(_is_exc(t) for _, t, _ in found):
         found.append((headers[-1][0], headers[-1][1], 0.9))
     # errors outrank warnings: a warning pasted along with the error is rarely the question

@@ -253,6 +253,23 @@ ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_r
         "RuntimeError: CUDA error: invalid device ordinal",
         ["asynchronously reported", "CUDA_LAUNCH_BLOCKING", "TORCH_USE_CUDA_DSA"],
     ),
+    # ComfyUI reports the message without its type before the traceback (often cut off in a post)
+    "app-reported-message-before-a-cut-traceback": (
+        "got prompt\n"
+        "C:\\env\\torch\\nn\\utils\\weight_norm.py:28: UserWarning: torch.nn.utils.weight_norm is deprecated in "
+        "favor of torch.nn.utils.parametrizations.weight_norm.\n"
+        '  warnings.warn("torch.nn.utils.weight_norm is deprecated")\n'
+        "!!! Exception during processing!!! probability tensor contains either `inf`, `nan` or element < 0\n"
+        "Traceback (most recent call last):\n"
+        '  File "C:\\ComfyUI\\execution.py", line 151, in recursive_execute',
+        "probability tensor contains either `inf`, `nan` or element < 0",
+        ["Exception during processing"],
+    ),
+    "bare-assertion-below-assert-call": (
+        'File "mel.py", line 58, in mel_spectrogram\n    assert(torch.min(y.data) >= -1)\nAssertionError',
+        "AssertionError: assert(torch.min(y.data) >= -1)",
+        [],
+    ),
     "exception-quoted-in-a-sentence": (
         "I get \"ModuleNotFoundError: No module named 'torchtext.legacy'\" when the code attempted to import it",
         "ModuleNotFoundError: No module named 'torchtext.legacy'",
