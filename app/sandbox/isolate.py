@@ -89,8 +89,9 @@ def join_cgroup(procs_files: list[str]) -> None:
 # ---------------------------------------------------------------- confinement (issue 10 item 1)
 # The child runs where it cannot write the code, the database or the server's home, with a /tmp
 # and /dev/shm of its own, as a user that cannot write the pool's cgroup files:
-# - root (CAP_SYS_ADMIN): a private mount namespace, everything read-only but the run's folder and
-#   fresh tmpfs on /tmp and /dev/shm, then setuid to an unprivileged uid (no capabilities left);
+# - root (CAP_SYS_ADMIN): a private mount namespace, everything read-only but the run's folder,
+#   fresh tmpfs on /tmp and /dev/shm, and procfs (CUDA writes there; the kernel's settings stay
+#   read-only), then setuid to an unprivileged uid (no capabilities left);
 # - not root: the same mounts inside an unprivileged user namespace (own uid mapped to itself),
 #   then every capability dropped, so the read-only mounts cannot be undone;
 # - neither: nothing, and `confine` says so. Called while the child is still single-threaded.
@@ -237,7 +238,7 @@ def confine(*, network: bool, workdir: str | None, tmp_mb: int = 1024) -> dict[s
             out["network"] = (True, how)
         try:
             _private_mounts(workdir, tmp_mb)
-            ro = "private mount namespace: every mount read-only but the run's folder"
+            ro = "private mount namespace: every mount read-only but the run's folder and /proc (not /proc/sys)"
             out["filesystem"] = (True, ro + (" (in a user namespace)" if mode == "userns" else ""))
             out["private_tmp"] = (True, "fresh tmpfs on /tmp and /dev/shm per run")
         except OSError as exc:
