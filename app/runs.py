@@ -126,8 +126,7 @@ def create_run(*, session: Session, entry: Entry, settings: Settings, client: st
     waiting = session.exec(select(Run).where(Run.state == "queued", Run.entry_slug == entry.slug)).all()
     for run in waiting:
         if run.job.get("snippets") == job["snippets"]:
-            session.commit()
-            session.refresh(run)
+            _commit_keeping(session, run)
             return run  # clicks of several people (or one impatient one) share a run
     queued = session.exec(select(func.count()).select_from(Run).where(Run.state == "queued")).one()
     if queued >= settings.queue_max:
@@ -152,9 +151,20 @@ def create_run(*, session: Session, entry: Entry, settings: Settings, client: st
     session.add(run)
     if session.get_bind().dialect.name == "postgresql":
         session.execute(text("SELECT pg_notify(:channel, '')"), {"channel": QUEUE_CHANNEL})  # at commit
-    session.commit()
-    session.refresh(run)
+    _commit_keeping(session, run)
     return run
+
+
+def _commit_keeping(session: Session, run: Run) -> None:
+    """Commit, and keep `run` as this transaction saw it (queued): from the commit on, a woken
+    worker may lease it before the caller answers, and a reload would report it running."""
+    session.flush()
+    session.refresh(run)
+    keep, session.expire_on_commit = session.expire_on_commit, False
+    try:
+        session.commit()
+    finally:
+        session.expire_on_commit = keep
 
 
 def see_worker(*, session: Session, info: Mapping[str, Any]) -> Worker:

@@ -234,3 +234,32 @@ def test_runs_per_client_share_holds_under_concurrent_requests(db):
     assert outcomes.count("ok") == 3 and outcomes.count("refused") == 21
     assert runs.client_key(user="ana", address="10.0.0.1") == "user:ana"
     assert runs.client_key(user=None, address="10.0.0.1") == "addr:10.0.0.1"
+
+
+def test_runs_a_queued_run_is_reported_queued_even_if_leased_at_once(db):
+    # A waiting worker is woken at commit (PostgreSQL notifies then) and may lease the run before
+    # the request that queued it answers; the answer still says `queued`, as the contract has it
+    # (a fresh-clone CI run on a loaded machine once saw `running`). Twice: a new run, a shared one.
+    from sqlalchemy import event
+
+    settings, engine = db
+
+    armed = []
+
+    def lease_at_commit(session):
+        if armed:
+            armed.pop()
+            with Session(engine) as other:
+                assert runs.lease_run(session=other, worker=_worker(other, "quick"), settings=settings)
+
+    for shared in (False, True):
+        with Session(engine) as s:
+            entry = s.get(Entry, "view-non-contiguous")
+            first = runs.create_run(session=s, entry=entry, settings=settings) if shared else None
+            event.listen(s, "after_commit", lease_at_commit)
+            armed.append(True)
+            run = runs.create_run(session=s, entry=entry, settings=settings)
+            assert shared == (first is not None and run.id == first.id)
+            assert runs.run_public(run)["state"] == "queued"
+        with Session(engine) as s:
+            assert s.get(Run, run.id).state == "running"  # the worker did take it
