@@ -295,7 +295,8 @@ class Pool:
                     )
             else:
                 failures = 0
-                self._warm_error = None
+                with self._lock:  # (as _warm_failed sets it)
+                    self._warm_error = None
 
     def _warm_failed(self, error: str) -> None:
         """Say why a spare could not warm up (CUDA broken in a confined child, a bad setting), once
