@@ -113,6 +113,9 @@ SMALL_INT = re.compile(r"[-+]?\d{1,2}")
 # sources an error was raised moves between releases, so unlike a library that failed to load it
 # doesn't tell errors apart
 SOURCE_FILE = re.compile(r"\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp)(?::\d+)*$", re.I)
+# file names every package uses for its compiled part or its init module
+PACKAGE_FILES = frozenset(["_c", "_ext", "__init__"])
+ABI_TAG = re.compile(r"\.(?:cpython|cp|pypy)\d*[\w-]*(?=\.)|\.abi3(?=\.)")
 PATHLIKE = re.compile(
     r"[\\/]|\.(?:py|so|dll|pyd|dylib|cpp|cu|h|pt|pth|ckpt|bin|safetensors|json|yaml|txt)\b", re.I
 )
@@ -285,8 +288,12 @@ def clean(text: str) -> str:
 
 def file_tokens(path: str) -> list[str]:
     """The words of a path's file name, marked as such (`p:libtorchaudio`): which library failed to
-    load tells errors apart, but a different file is not a different error."""
-    name = re.split(r"[\\/]", path.rstrip("/\\"))[-1].lower()
+    load tells errors apart, but a different file is not a different error. Where every package
+    names its file alike (`torchvision/_C.so`, `kaolin/_C.so`, `mmcv/_ext.so`), the package does."""
+    *folders, name = re.split(r"[\\/]", path.rstrip("/\\").lower())
+    name = ABI_TAG.sub("", name)  # `_C.cpython-36m-x86_64-linux-gnu.so` is `_C.so`
+    if folders and name.split(".")[0] in PACKAGE_FILES:
+        name = folders[-1]
     return [f"p:{w}" for w in WORD.findall(name) if w not in FILE_NOISE and not w.isdigit()]
 
 

@@ -428,7 +428,7 @@ def test_where_in_torchs_sources_an_error_was_raised_is_not_a_name():
         "RuntimeError: cuda runtime error (2) : out of memory at /opt/conda/aten/src/THC/generic/THCStorage.cu:158"
     )
     assert (a.tokens, a.aux) == (b.tokens, b.aux)
-    assert "p:_c" in normalize("ImportError: /env/site-packages/detectron2/_C.so: undefined symbol: x").aux
+    assert "p:detectron2" in normalize("ImportError: /env/site-packages/detectron2/_C.so: undefined symbol: x").aux
 
 
 def test_error_codes_stay_words():
@@ -553,6 +553,22 @@ def test_relative_library_path_reads_as_a_file():
     assert "p:_version_cuda" in normalize("torch_scatter/_version_cuda.so: undefined symbol:").aux
     assert "p:_version_cuda" in normalize("/opt/x/torch_scatter/_version_cuda.so: undefined symbol").aux
     assert normalize("see pytorch/vision for details").aux == []
+
+
+@pytest.mark.parametrize(
+    "path, name",
+    [
+        ("/usr/lib/python3.10/site-packages/torchvision/_C.so", "p:torchvision"),
+        ("/home/u/envs/a/lib/python3.8/site-packages/kaolin/_C.so", "p:kaolin"),
+        ("/opt/conda/lib/python3.8/site-packages/mmcv/_ext.cpython-38-x86_64-linux-gnu.so", "p:mmcv"),
+        ("/x/vllm/_C.abi3.so", "p:vllm"),
+        ("/x/mmdet/ops/dcn/deform_conv_cuda.cpython-36m-x86_64-linux-gnu.so", "p:deform_conv_cuda"),
+    ],
+)
+def test_a_compiled_module_named_like_every_packages_reads_as_its_package(path, name):
+    # `_C.so` and `_ext.so` are in many packages: torchvision's failing to load is not kaolin's, and
+    # the ABI tag (`cpython-36m-...`) names no library
+    assert normalize(f"ImportError: {path}: undefined symbol: _ZN3c1017RegisterOperatorsD1Ev").aux == [name]
 
 
 def test_curly_quotes_read_as_straight_ones():

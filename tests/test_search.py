@@ -208,6 +208,21 @@ def test_search_free_text_finds_entry(searcher):
     assert result.results and result.results[0].slug == "nan-loss"
 
 
+@pytest.mark.parametrize(
+    "package",
+    ["kaolin", "maskrcnn_benchmark", "diff_gaussian_rasterization"],
+)
+def test_search_another_packages_compiled_module_is_not_torchvisions(searcher, package):
+    # every package names its compiled module `_C`: an undefined symbol in kaolin's is no torchvision mismatch
+    result = searcher.search(
+        f"ImportError: /home/u/env/lib/python3.8/site-packages/{package}/_C.cpython-38-x86_64-linux-gnu.so: "
+        "undefined symbol: _ZN3c105ErrorC1ENS_14SourceLocationESs"
+    )
+    assert "torchvision-torch-version-mismatch" not in [h.slug for h in result.results[:3]], [
+        (h.slug, h.score) for h in result.results[:3]
+    ]
+
+
 def test_search_library_file_named_in_the_paste_decides(searcher):
     # an extension's `undefined symbol` is not torchaudio's or torchvision's, though the words are the same
     result = searcher.search(
