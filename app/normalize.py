@@ -411,28 +411,49 @@ def _assert_source(lines: list[str], i: int) -> str | None:
     return None
 
 
+# an opening line that is the user talking, a shell prompt, a heading or a log line: no title
+NOT_A_TITLE = re.compile(
+    r"\b(?:I|I'm|I've|my|me|we|our|you)\b|^\s*(?:[#\[(]|\S*>\s*\w|\$ )|^\s*(?:Hi|Hello|When|Whenever|Thanks)\b",
+    re.I,
+)
+
+
+def _plain_message(lines: list[str], i: int, seen: set[str]) -> bool:
+    """Whether line `i` could be a bare message: not a frame, not noise, not the code line a frame
+    shows, not part of an error line already found."""
+    ln, s = lines[i], lines[i].strip()
+    return bool(
+        s
+        and 10 <= len(s) <= 2000
+        and not FRAME.match(ln)
+        and not NOISE.search(ln)
+        and not RULE_LINE.match(s)
+        and not (i and SOURCE_OF.match(lines[i - 1]))
+        and not any(s in f for f in seen)  # a wrapped line of a message already found
+        and not _is_exc(s)
+        and not APP_REPORTS.search(s)  # offered already, as its message
+    )
+
+
 def _last_plain_lines(lines: list[str], seen: set[str], want: int) -> list[tuple[int, str]]:
-    """The last `want` lines that could be a bare message (not a frame, not noise, not the code line a
-    frame shows, not part of an error line already found), in paste order. Walks from the end: a
+    """The last `want` lines that could be a bare message, in paste order. Walks from the end: a
     huge log costs what its tail costs."""
     picked: list[tuple[int, str]] = []
     for i in range(len(lines) - 1, -1, -1):
-        ln, s = lines[i], lines[i].strip()
-        if (
-            s
-            and 10 <= len(s) <= 2000
-            and not FRAME.match(ln)
-            and not NOISE.search(ln)
-            and not RULE_LINE.match(s)
-            and not (i and SOURCE_OF.match(lines[i - 1]))
-            and not any(s in f for f in seen)  # a wrapped line of a message already found
-            and not _is_exc(s)
-            and not APP_REPORTS.search(s)  # offered already, as its message
-        ):
-            picked.append((i, s))
+        if _plain_message(lines, i, seen):
+            picked.append((i, lines[i].strip()))
             if len(picked) == want:
                 break
     return picked[::-1]
+
+
+def _first_plain_line(lines: list[str], seen: set[str]) -> tuple[int, str] | None:
+    """The paste's opening line, where it could be a bare message: a report that opens by naming its
+    error (a title, "Failed to initialize NumPy: _ARRAY_API not found") before pages of log."""
+    first = next((i for i, ln in enumerate(lines) if ln.strip()), None)
+    if first is None or not _plain_message(lines, first, seen) or NOT_A_TITLE.search(lines[first]):
+        return None
+    return first, lines[first].strip()
 
 
 def _repeated_prefix(lines: list[str]) -> re.Pattern[str] | None:
@@ -532,9 +553,13 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     # sentence; beside an error line they are a weak second opinion (`No CUDA runtime is found` above
     # the setup script's own `raise`)
     seen_text = {s for _, s, _ in found}
+    order: dict[float, float] = {}  # where a line sorts, when not where it stands
     if plain or warnings_only:
         # next to warnings, a plain line is likelier the error ("module 'torch' has no attribute 'rfft'")
         weight, offered = (0.92 if warnings_only else 0.9), _last_plain_lines(lines, seen_text, 6)
+        if (first := _first_plain_line(lines, seen_text)) and first not in offered:
+            offered.insert(0, first)
+            order[first[0]] = len(lines) - 1.5  # (beside the last line: it gathers candidates too)
     else:
         weight, offered = PLAIN_BESIDE_ERROR, _last_plain_lines(lines, seen_text, PLAIN_LINES)
     found += [(i, s, weight) for i, s in offered if s not in seen_text and not WARNING_LINE.match(s)]
@@ -561,7 +586,9 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     # (lines the paste marks as errors or warnings come before plain ones offered beside them, whatever
     # their weights: only the first few lines gather candidates)
     marked = set(seen_text)
-    found.sort(key=lambda f: (f[2] < 0.97, f[1] not in marked, 0 if f[2] >= 0.97 else -f[2], -f[0]))
+    found.sort(
+        key=lambda f: (f[2] < 0.97, f[1] not in marked, 0 if f[2] >= 0.97 else -f[2], -order.get(f[0], f[0]))
+    )
     seen: set[str] = set()
     picked: list[tuple[str, float]] = []
     groups: list[int] = []

@@ -387,6 +387,18 @@ def test_plain_text_is_marked_plain():
     assert not extract("RuntimeError: boom").plain
 
 
+def test_a_report_that_opens_with_its_error_offers_it_before_pages_of_log():
+    # no exception line anywhere: the opening line names the error, the tail is a config dump
+    log = "\n".join(f"main/0 [0]: 'option_{n}': None," for n in range(12))
+    ex = extract(f"Failed to initialize NumPy: _ARRAY_API not found\n\n{log}")
+    assert ex.plain
+    # among the lines that gather candidates (search.MAX_LINES), not the seventh of seven
+    assert "Failed to initialize NumPy: _ARRAY_API not found" in [line for line, _ in ex.lines[:2]]
+    # an opening that is the user talking, or a shell prompt, is no title
+    for opening in ("When I run the training script it fails", "C:\\work>python -m pip install deepspeed"):
+        assert opening not in [line for line, _ in extract(f"{opening}\n\n{log}").lines]
+
+
 @pytest.mark.parametrize(
     "text, placeholder",
     [
@@ -428,7 +440,10 @@ def test_where_in_torchs_sources_an_error_was_raised_is_not_a_name():
         "RuntimeError: cuda runtime error (2) : out of memory at /opt/conda/aten/src/THC/generic/THCStorage.cu:158"
     )
     assert (a.tokens, a.aux) == (b.tokens, b.aux)
-    assert "p:detectron2" in normalize("ImportError: /env/site-packages/detectron2/_C.so: undefined symbol: x").aux
+    assert (
+        "p:detectron2"
+        in normalize("ImportError: /env/site-packages/detectron2/_C.so: undefined symbol: x").aux
+    )
 
 
 def test_error_codes_stay_words():
