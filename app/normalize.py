@@ -224,6 +224,10 @@ LINE_PREFIX = re.compile(
 PROGRESS_BAR = re.compile(r"^.*?\d+%\|[^|\n]*\|\s*[\d.]+\w?/[\d.?]+\w?\s*\[[^\]\n]*\]")
 # Markdown and report decoration around a pasted line: quotes, bullets, bold labels, backticks.
 DECOR = re.compile(r"^\s*(?:>\s*)*(?:[-*]\s+)?(?:\*\*[^*]{1,40}:\*\*\s*)?`*|`+\s*$")
+WHOLE_LINE_CODE = re.compile(r"^\s*`[^`]+`\s*$")
+CODE = re.compile(
+    r"^\s*[\w.\[\], ]+\s*=[^=]|\)\s*$|^\s*(?:import|from|def|class|return|for|if)\b"
+)  # (not a message)
 # a message in quotes or backticks inside a sentence, long enough to be an error rather than a name
 # (backticks and double quotes pair up in order; a single quote only counts where it can't be an
 # apostrophe: "It's possible" opens nothing)
@@ -481,6 +485,8 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     """
     lines = [LINE_PREFIX.sub("", ln) for line in clean(text).split("\n") for ln in _unfolded(line)]
     prefix = _repeated_prefix(lines)
+    # a line the user set in inline code, alone: marked as the thing pasted (DECOR drops the marks)
+    in_code = {i for i, ln in enumerate(lines) if WHOLE_LINE_CODE.match(ln)}
     lines = [
         DECOR.sub("", PROGRESS_BAR.sub("", prefix.sub("", ln, count=1) if prefix else ln)) for ln in lines
     ]
@@ -568,7 +574,9 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
         (i + 0.1, m.group(1).strip(), min(0.95, cap) if WARN_CALL.search(ln) else 0.95)
         for i, ln in enumerate(lines)
         if not FRAME.match(ln) and not (i and SOURCE_OF.match(lines[i - 1]))
-        for q in _quoted(ln)
+        for q in (
+            [ln] if i in in_code and not (_is_exc(ln) or NOISE.search(ln) or CODE.search(ln)) else _quoted(ln)
+        )
         if (m := QUOTED_MESSAGE.match(q)) and len(WORD.findall(m.group(1).lower())) >= QUOTED_WORDS
     ]
     found += quoted[-4:]

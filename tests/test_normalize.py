@@ -8,6 +8,24 @@ from app.normalize import extract, normalize
 
 # (paste, the line that must be offered first, lines that must not be offered at all)
 FORMATS = {
+    # a message set alone in inline code, above a system dump: marked as what was pasted, so it
+    # comes before the report's last lines (a code line in backticks is no message)
+    "inline-code-line-above-a-dump": (
+        """I can load the 8-bit model, but then I get the message:
+
+`Error invalid configuration argument at line 69 in file /src/csrc/ops.cu`
+
+`model = AutoModel.from_pretrained(name, load_in_8bit=True)`
+My system:
+```
+8x NVIDIA RTX A6000
+CUDA SETUP: Detected CUDA version 113
+```
+
+Any insights would be greatly appreciated.""",
+        "Error invalid configuration argument at line 69 in file /src/csrc/ops.cu",
+        [],
+    ),
     "vscode-chinese": (
         """发生异常: RuntimeError
 CUDA error: device-side assert triggered
@@ -363,7 +381,7 @@ def test_line_picker_finds_the_error_line(name):
     paste, first, absent = FORMATS[name]
     ex = extract(paste)
     assert ex.lines, name
-    assert ex.lines[0][0] == first
+    assert ex.lines[0][0] == first, ex.lines[:3]
     offered = [line for line, _ in ex.lines]
     for line in absent:
         assert all(line not in o for o in offered), (line, offered)
