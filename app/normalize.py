@@ -106,6 +106,17 @@ BOILERPLATE = re.compile(
 # 118" tells a zip checkpoint from a text file): a word of its own (`c126`), not a number placeholder
 ERROR_CODE = re.compile(r"\b(WinError|Errno|Unsupported operand)\s*(\d+)", re.I)
 WORD = re.compile(r"[a-z0-9_]+")
+# "Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same"
+INPUT_AND_WEIGHT = re.compile(r"Input type \(([^)]*)\) and weight type \(([^)]*)\)", re.I)
+
+
+def _device(tensor_type: str) -> str:
+    """Whether a tensor type (`torch.cuda.HalfTensor`, `MPSFloatType`, `Variable[CUDAType]`) lives on
+    an accelerator or on the CPU: the side that was not moved is what the fix is about."""
+    t = tensor_type.lower()
+    return "gpu" if any(d in t for d in ("cuda", "mps", "xpu", "hip")) else "cpu"
+
+
 # `_pickle.UnpicklingError` is `pickle.UnpicklingError` raised from the C accelerator module
 PRIVATE_MODULE = re.compile(r"(?<![\w.])_([a-z]\w*)\.(?=[A-Z]\w*(?:Error|Exception|Warning)\b)")
 SMALL_INT = re.compile(r"[-+]?\d{1,2}")
@@ -308,6 +319,9 @@ def normalize(line: str) -> Normalized:
     line = line.translate(STRAIGHT_QUOTES)
     out = BOILERPLATE.sub(" ", line).strip() or line.strip()
     out = ERROR_CODE.sub(r"\1 c\2", out)
+    # which side is on which device decides the fix, and the words of both directions are the same
+    if m := INPUT_AND_WEIGHT.search(out):
+        aux += [f"input_{_device(m.group(1))}", f"weight_{_device(m.group(2))}"]
     for placeholder, label, pattern in RULES:
 
         def _sub(m: re.Match[str], placeholder: str = placeholder, label: str = label) -> str:

@@ -604,6 +604,20 @@ def test_a_compiled_module_named_like_every_packages_reads_as_its_package(path, 
     assert normalize(f"ImportError: {path}: undefined symbol: _ZN3c1017RegisterOperatorsD1Ev").aux == [name]
 
 
+def test_which_side_is_on_the_gpu_is_kept():
+    # both directions have the same words; the side left on the CPU is what the fix is about
+    gpu_input = normalize(
+        "Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same"
+    )
+    cpu_input = normalize(
+        "Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) should be the same"
+    )
+    assert sorted(gpu_input.tokens) == sorted(cpu_input.tokens)
+    assert gpu_input.aux == ["input_gpu", "weight_cpu"] and cpu_input.aux == ["input_cpu", "weight_gpu"]
+    # an Apple GPU input beside a CPU model is the same mistake as a CUDA one
+    assert normalize("Input type (MPSFloatType) and weight type (torch.FloatTensor)").aux == gpu_input.aux
+
+
 def test_curly_quotes_read_as_straight_ones():
     # GCC in a UTF-8 locale prints `‘AT_CHECK’ was not declared`: the same quoted name as 'AT_CHECK'
     assert (

@@ -223,6 +223,22 @@ def test_search_another_packages_compiled_module_is_not_torchvisions(searcher, p
     ]
 
 
+@pytest.mark.parametrize(
+    "input_type, weight_type, slug, other",
+    [
+        ("torch.cuda.FloatTensor", "torch.FloatTensor", "cuda-input-cpu-model", "tensor-cuda-returns-copy"),
+        ("torch.FloatTensor", "torch.cuda.FloatTensor", "tensor-cuda-returns-copy", "cuda-input-cpu-model"),
+    ],
+)
+def test_search_the_side_left_on_the_cpu_picks_the_cause(searcher, input_type, weight_type, slug, other):
+    result = searcher.search(
+        f"RuntimeError: Input type ({input_type}) and weight type ({weight_type}) should be the same"
+    )
+    ranked = [(h.slug, h.score) for h in result.results[:3]]
+    assert result.confident and ranked[0][0] == slug, ranked
+    assert other not in [s for s, _ in ranked], ranked
+
+
 def test_search_library_file_named_in_the_paste_decides(searcher):
     # an extension's `undefined symbol` is not torchaudio's or torchvision's, though the words are the same
     result = searcher.search(
