@@ -109,14 +109,6 @@ WORD = re.compile(r"[a-z0-9_]+")
 # "Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same"
 INPUT_AND_WEIGHT = re.compile(r"Input type \(([^)]*)\) and weight type \(([^)]*)\)", re.I)
 
-
-def _device(tensor_type: str) -> str:
-    """Whether a tensor type (`torch.cuda.HalfTensor`, `MPSFloatType`, `Variable[CUDAType]`) lives on
-    an accelerator or on the CPU: the side that was not moved is what the fix is about."""
-    t = tensor_type.lower()
-    return "gpu" if any(d in t for d in ("cuda", "mps", "xpu", "hip")) else "cpu"
-
-
 # `_pickle.UnpicklingError` is `pickle.UnpicklingError` raised from the C accelerator module
 PRIVATE_MODULE = re.compile(r"(?<![\w.])_([a-z]\w*)\.(?=[A-Z]\w*(?:Error|Exception|Warning)\b)")
 SMALL_INT = re.compile(r"[-+]?\d{1,2}")
@@ -236,9 +228,8 @@ PROGRESS_BAR = re.compile(r"^.*?\d+%\|[^|\n]*\|\s*[\d.]+\w?/[\d.?]+\w?\s*\[[^\]\
 # Markdown and report decoration around a pasted line: quotes, bullets, bold labels, backticks.
 DECOR = re.compile(r"^\s*(?:>\s*)*(?:[-*]\s+)?(?:\*\*[^*]{1,40}:\*\*\s*)?`*|`+\s*$")
 WHOLE_LINE_CODE = re.compile(r"^\s*`[^`]+`\s*$")
-CODE = re.compile(
-    r"^\s*[\w.\[\], ]+\s*=[^=]|\)\s*$|^\s*(?:import|from|def|class|return|for|if)\b"
-)  # (not a message)
+# a line of code set in backticks (an assignment, a call, a statement): no message
+CODE_LINE = re.compile(r"^\s*[\w.\[\], ]+\s*=[^=]|\)\s*$|^\s*(?:import|from|def|class|return|for|if)\b")
 # a message in quotes or backticks inside a sentence, long enough to be an error rather than a name
 # (backticks and double quotes pair up in order; a single quote only counts where it can't be an
 # apostrophe: "It's possible" opens nothing)
@@ -299,6 +290,13 @@ def clean(text: str) -> str:
         text = text.replace("\\n", "\n").replace('\\"', '"').replace("\\'", "'")
     # a progress bar rewrites its line with \r: keep what was printed last
     return "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
+
+
+def _device(tensor_type: str) -> str:
+    """Whether a tensor type (`torch.cuda.HalfTensor`, `MPSFloatType`, `Variable[CUDAType]`) lives on
+    an accelerator or on the CPU: the side that was not moved is what the fix is about."""
+    t = tensor_type.lower()
+    return "gpu" if any(d in t for d in ("cuda", "mps", "xpu", "hip")) else "cpu"
 
 
 def file_tokens(path: str) -> list[str]:
@@ -589,7 +587,9 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
         for i, ln in enumerate(lines)
         if not FRAME.match(ln) and not (i and SOURCE_OF.match(lines[i - 1]))
         for q in (
-            [ln] if i in in_code and not (_is_exc(ln) or NOISE.search(ln) or CODE.search(ln)) else _quoted(ln)
+            [ln]
+            if i in in_code and not (_is_exc(ln) or NOISE.search(ln) or CODE_LINE.search(ln))
+            else _quoted(ln)
         )
         if (m := QUOTED_MESSAGE.match(q)) and len(WORD.findall(m.group(1).lower())) >= QUOTED_WORDS
     ]
