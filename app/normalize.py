@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 18
+VERSION = 19
 
 # GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
@@ -107,6 +107,10 @@ BOILERPLATE = re.compile(
 ERROR_CODE = re.compile(r"\b(WinError|Errno|Unsupported operand)\s*(\d+)", re.I)
 WORD = re.compile(r"[a-z0-9_]+")
 # "Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same"
+# what an undefined C++ symbol is tells its cause: one taking a std::string (`__cxx11`, or the old
+# ABI's `Ss`) points at the C++ ABI flag, a pybind11 one at an extension not linked against
+# libtorch_python, any other at a torch the extension was not built against
+SYMBOL_KINDS = (("string", re.compile(r"__cxx11|[EKR]Ss")), ("python", re.compile(r"pybind11|THP")))
 INPUT_AND_WEIGHT = re.compile(r"Input type \(([^)]*)\) and weight type \(([^)]*)\)", re.I)
 
 # `_pickle.UnpicklingError` is `pickle.UnpicklingError` raised from the C accelerator module
@@ -332,6 +336,9 @@ def normalize(line: str) -> Normalized:
                     aux.extend(words)
                 elif quoted.strip():  # a quoted symbol ("invalid load key, '<'"): its characters decide
                     aux.append("ch" + "".join(f"{ord(ch):x}" for ch in quoted.strip()[:4]))
+            elif placeholder == "_symbol_":
+                kind = next((k for k, p in SYMBOL_KINDS if p.search(m.group(0))), "api")
+                aux.append(f"sym:{kind}")
             elif placeholder == "_path_" and not SOURCE_FILE.search(m.group(0)):
                 aux.extend(file_tokens(m.group(0)))
             elif placeholder == "_key_":

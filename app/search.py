@@ -54,6 +54,7 @@ CONTEXT_MASS = 60.0  # IDF weight (about ten distinctive words) the rest of a pa
 LINE_DOUBT = 0.5  # share of the line picker's doubt (prose, warnings, earlier exceptions) a match keeps
 UNDECIDED = TIE / 10  # tied entries the rest of the paste separates by less than this: no confident pick
 FILE_MISMATCH = 0.85  # a signature naming another library file than the paste's
+SYMBOL_MISMATCH = 0.85  # a signature's undefined C++ symbol of another kind than the paste's
 SIGNATURE_CACHE = 200_000  # signatures kept scored in memory (a few hundred bytes each)
 SAME_MESSAGE = 0.85  # share of the shorter signature's IDF weight the other must hold
 CONTEXT_CHARS = 20_000  # of a paste, read to order tied entries
@@ -119,9 +120,9 @@ OWN_SIGNATURES = 3  # of an entry's signatures, searched for the other causes of
 RELATED_SHARE = 0.4  # with a confident match, others are shown only above this share of its score
 BARE_TYPES = ("error", "exception", "warning")  # "the error: ..." is prose, not a type
 EXC_TYPE = re.compile(r"(?:error|exception|warning|interrupt|exit)$")  # a token naming an exception type
-# aux tokens that are not names: small numbers (normalize.SMALL_INT), file names (normalize.file_tokens)
-# and state_dict keys (`k:encoder`)
-NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$|p:|k:")
+# aux tokens that are not names: small numbers (normalize.SMALL_INT), file names (normalize.file_tokens),
+# state_dict keys (`k:encoder`) and the kind of an undefined C++ symbol (`sym:string`)
+NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$|p:|k:|sym:")
 STOPWORDS = frozenset(
     [
         "a",
@@ -265,6 +266,7 @@ class QueryLine:
             t[2:] for t in n.aux if t.startswith("p:")
         }
         self.aux = set(n.aux)
+        self.symbols = {t for t in n.aux if t.startswith("sym:")}
         self._beyond_python: frozenset[str] | None = None
 
     def aligned(self, sig_tokens: list[str]) -> tuple[list[str], list[str]]:
@@ -339,6 +341,7 @@ class SignatureInfo:
     quoted: frozenset[str]  # the names it quotes
     names: frozenset[str]  # those and its file names
     python_template: bool  # it holds one of Python's own message templates
+    symbols: frozenset[str]  # the kinds of undefined C++ symbol it names (normalize.SYMBOL_KINDS)
 
 
 class SignatureIndex:
@@ -408,8 +411,9 @@ class SignatureIndex:
                     self.weights(toks, aux_set),
                     sum(1 for t in toks if not t.startswith("_")),
                     frozenset(t for t in aux_set if not NUMBER_AUX.match(t)),
-                    frozenset(t for t in aux_set if not t.startswith("n") or not NUMBER_AUX.match(t)),
+                    frozenset(t for t in aux_set if not NUMBER_AUX.match(t) or t.startswith(("p:", "k:"))),
                     bool(PYTHON_TEMPLATE.search(text)),
+                    frozenset(t for t in aux_set if t.startswith("sym:")),
                 )
             if len(cache) < SIGNATURE_CACHE:
                 cache.update(fetched)
@@ -448,7 +452,8 @@ class SignatureIndex:
         idf, unknown = self.idf, self.idf_unknown
         w = {t: idf.get(t, unknown) for t in tokens}
         for t in aux:
-            w.setdefault(t, AUX_WEIGHT * idf.get(t, unknown))
+            if not t.startswith("sym:"):  # a symbol's kind only vetoes (SYMBOL_MISMATCH), it adds no likeness
+                w.setdefault(t, AUX_WEIGHT * idf.get(t, unknown))
         return w
 
     def candidates(self, lines: list[QueryLine]) -> list[int]:
@@ -704,6 +709,9 @@ class Searcher:
                 sig_files = {t for t in sig_names if t.startswith("p:")}
                 if sig_files and not sig_files & q.aux and any(t.startswith("p:") for t in q.aux):
                     score *= FILE_MISMATCH
+                # and, when no library file agrees, the kind of symbol missing (normalize.SYMBOL_KINDS)
+                if sig.symbols and q.symbols and not sig.symbols & q.symbols and not sig_files & q.aux:
+                    score *= SYMBOL_MISMATCH
                 score = round(score, 4)
                 if score <= 0.1:
                     continue

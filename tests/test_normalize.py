@@ -601,7 +601,8 @@ def test_relative_library_path_reads_as_a_file():
 def test_a_compiled_module_named_like_every_packages_reads_as_its_package(path, name):
     # `_C.so` and `_ext.so` are in many packages: torchvision's failing to load is not kaolin's, and
     # the ABI tag (`cpython-36m-...`) names no library
-    assert normalize(f"ImportError: {path}: undefined symbol: _ZN3c1017RegisterOperatorsD1Ev").aux == [name]
+    aux = normalize(f"ImportError: {path}: undefined symbol: _ZN3c1017RegisterOperatorsD1Ev").aux
+    assert [t for t in aux if t.startswith("p:")] == [name]
 
 
 def test_which_side_is_on_the_gpu_is_kept():
@@ -616,6 +617,26 @@ def test_which_side_is_on_the_gpu_is_kept():
     assert gpu_input.aux == ["input_gpu", "weight_cpu"] and cpu_input.aux == ["input_cpu", "weight_gpu"]
     # an Apple GPU input beside a CPU model is the same mistake as a CUDA one
     assert normalize("Input type (MPSFloatType) and weight type (torch.FloatTensor)").aux == gpu_input.aux
+
+
+@pytest.mark.parametrize(
+    "symbol, kind",
+    [
+        ("_ZN3c105ErrorC1ENS_14SourceLocationESs", "sym:string"),  # the old ABI's std::string
+        ("_ZN5torch3jit11parseSchemaERKSsb", "sym:string"),
+        (
+            "_ZN3c105ErrorC2ENS_14SourceLocationENSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE",
+            "sym:string",
+        ),
+        ("_ZN8pybind116detail11type_casterIN2at6TensorEvE4loadENS_6handleEb", "sym:python"),
+        ("_ZN3c104cuda9SetDeviceEi", "sym:api"),
+        ("_ZN2at4_ops5zeros4callEN3c108ArrayRefINS2_6SymIntEEE", "sym:api"),
+    ],
+)
+def test_an_undefined_symbol_is_replaced_but_its_kind_is_kept(symbol, kind):
+    n = normalize(f"ImportError: /x/y/_ext.so: undefined symbol: {symbol}")
+    assert "_symbol_" in n.tokens and symbol.lower() not in n.tokens
+    assert [t for t in n.aux if t.startswith("sym:")] == [kind]
 
 
 def test_curly_quotes_read_as_straight_ones():

@@ -224,6 +224,35 @@ def test_search_another_packages_compiled_module_is_not_torchvisions(searcher, p
 
 
 @pytest.mark.parametrize(
+    "symbol, causes",
+    [
+        # takes a std::string (either C++ ABI): the ABI flag the extension was built with
+        ("_ZN3c105ErrorC1ENS_14SourceLocationESs", {"cxx11-abi-mismatch-undefined-symbol"}),
+        (
+            "_ZN3c106detail14torchCheckFailEPKcS2_jRKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE",
+            {"cxx11-abi-mismatch-undefined-symbol"},
+        ),
+        # anything else: a function this torch does not have, the extension was built against another
+        (
+            "_ZN3c104cuda9SetDeviceEi",
+            {"prebuilt-extension-wheel-other-torch", "source-built-extension-other-torch"},
+        ),
+        (
+            "_ZN6caffe26detail36_typeMetaDataInstance_preallocated_7E",
+            {"prebuilt-extension-wheel-other-torch", "source-built-extension-other-torch"},
+        ),
+    ],
+)
+def test_search_what_the_missing_symbol_is_tells_abi_from_version(searcher, symbol, causes):
+    # an extension no signature names: only the symbol says which cause it is
+    result = searcher.search(
+        f"ImportError: /home/u/proj/ops/_ext.cpython-38-x86_64-linux-gnu.so: undefined symbol: {symbol}"
+    )
+    ranked = [(h.slug, h.score) for h in result.results[:3]]
+    assert ranked[0][0] in causes, ranked
+
+
+@pytest.mark.parametrize(
     "input_type, weight_type, slug, other",
     [
         ("torch.cuda.FloatTensor", "torch.FloatTensor", "cuda-input-cpu-model", "tensor-cuda-returns-copy"),
