@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 19
+VERSION = 20
 
 # GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
@@ -111,6 +111,10 @@ WORD = re.compile(r"[a-z0-9_]+")
 # ABI's `Ss`) points at the C++ ABI flag, a pybind11 one at an extension not linked against
 # libtorch_python, any other at a torch the extension was not built against
 SYMBOL_KINDS = (("string", re.compile(r"__cxx11|[EKR]Ss")), ("python", re.compile(r"pybind11|THP")))
+# a state_dict's key lists, read together, tell the cause apart (see key_shape)
+KEY_LIST = re.compile(r"(Missing|Unexpected) key\(s\) in state_dict:\s*((?:\"[^\"\n]*\"[\s,.]*)+)")
+KEY_LISTS_READ = 20_000  # characters of a paste from its first key list on
+WRAPPERS = ("module.", "_orig_mod.")  # DataParallel / DDP and torch.compile put these before every key
 INPUT_AND_WEIGHT = re.compile(r"Input type \(([^)]*)\) and weight type \(([^)]*)\)", re.I)
 
 # `_pickle.UnpicklingError` is `pickle.UnpicklingError` raised from the C accelerator module
@@ -303,6 +307,34 @@ def _device(tensor_type: str) -> str:
     return "gpu" if any(d in t for d in ("cuda", "mps", "xpu", "hip")) else "cpu"
 
 
+def key_shape(text: str) -> str | None:
+    """What a failed `load_state_dict` says of its keys, read from the lists it prints: one side
+    wrapped (`module.`), one side under a prefix of its own, a checkpoint's own dict passed whole
+    (keys without dots: `epoch`, `optimizer`), BatchNorm counters alone, both lists (renamed layers,
+    another network), or one list only. None without a key list. The same message names all of these
+    causes; the shape of its keys is what tells them apart."""
+    start = text.find("key(s) in state_dict")
+    if start < 0:
+        return None
+    lists: dict[str, list[str]] = {}
+    for m in KEY_LIST.finditer(text[max(0, start - 12) : start + KEY_LISTS_READ]):
+        lists.setdefault(m.group(1), re.findall(r'"([^"\n]*)"', m.group(2)))
+    if not lists:
+        return None
+    missing, unexpected = lists.get("Missing", []), lists.get("Unexpected", [])
+    if unexpected and all("." not in k for k in unexpected):
+        return "container"
+    if all(k.endswith("num_batches_tracked") for k in missing + unexpected):
+        return "counters"
+    wrapped = [all(k.startswith(WRAPPERS) for k in keys) for keys in (missing, unexpected) if keys]
+    if len(set(wrapped)) > 1 or wrapped == [True]:
+        return "wrapper"
+    if missing and unexpected:
+        m, u = missing[0], unexpected[0]
+        return "prefix" if u.endswith("." + m) or m.endswith("." + u) else "renamed"
+    return "missing" if missing else "unexpected"
+
+
 def file_tokens(path: str) -> list[str]:
     """The words of a path's file name, marked as such (`p:libtorchaudio`): which library failed to
     load tells errors apart, but a different file is not a different error. Where every package
@@ -324,6 +356,8 @@ def normalize(line: str) -> Normalized:
     # which side is on which device decides the fix, and the words of both directions are the same
     if m := INPUT_AND_WEIGHT.search(out):
         aux += [f"input_{_device(m.group(1))}", f"weight_{_device(m.group(2))}"]
+    if shape := key_shape(out):
+        aux.append(f"sd:{shape}")
     for placeholder, label, pattern in RULES:
 
         def _sub(m: re.Match[str], placeholder: str = placeholder, label: str = label) -> str:

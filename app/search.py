@@ -29,7 +29,7 @@ from rapidfuzz import fuzz, process
 from sqlalchemy.engine import Engine
 
 from .config import Settings
-from .normalize import PLAIN_BESIDE_ERROR, WORD, Normalized, clean, extract, normalize
+from .normalize import PLAIN_BESIDE_ERROR, WORD, Normalized, clean, extract, key_shape, normalize
 from .search_store import Reader, SearchStore
 
 AUX_WEIGHT = 0.3  # quoted names matter, but less than the words around them
@@ -54,7 +54,7 @@ CONTEXT_MASS = 60.0  # IDF weight (about ten distinctive words) the rest of a pa
 LINE_DOUBT = 0.5  # share of the line picker's doubt (prose, warnings, earlier exceptions) a match keeps
 UNDECIDED = TIE / 10  # tied entries the rest of the paste separates by less than this: no confident pick
 FILE_MISMATCH = 0.85  # a signature naming another library file than the paste's
-SYMBOL_MISMATCH = 0.85  # a signature's undefined C++ symbol of another kind than the paste's
+KIND_MISMATCH = 0.85  # a signature naming another kind of symbol or key list than the paste
 SIGNATURE_CACHE = 200_000  # signatures kept scored in memory (a few hundred bytes each)
 SAME_MESSAGE = 0.85  # share of the shorter signature's IDF weight the other must hold
 CONTEXT_CHARS = 20_000  # of a paste, read to order tied entries
@@ -121,8 +121,11 @@ RELATED_SHARE = 0.4  # with a confident match, others are shown only above this 
 BARE_TYPES = ("error", "exception", "warning")  # "the error: ..." is prose, not a type
 EXC_TYPE = re.compile(r"(?:error|exception|warning|interrupt|exit)$")  # a token naming an exception type
 # aux tokens that are not names: small numbers (normalize.SMALL_INT), file names (normalize.file_tokens),
-# state_dict keys (`k:encoder`) and the kind of an undefined C++ symbol (`sym:string`)
-NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$|p:|k:|sym:")
+# state_dict keys (`k:encoder`), and kinds: an undefined C++ symbol's (`sym:string`), a key list's shape
+# (`sd:wrapper`)
+NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$|p:|k:|sym:|sd:")
+KIND_AUX = ("sym:", "sd:")
+DECISIVE_SHAPES = frozenset(["wrapper", "prefix", "container", "counters"])  # of normalize.key_shape
 STOPWORDS = frozenset(
     [
         "a",
@@ -266,7 +269,7 @@ class QueryLine:
             t[2:] for t in n.aux if t.startswith("p:")
         }
         self.aux = set(n.aux)
-        self.symbols = {t for t in n.aux if t.startswith("sym:")}
+        self.kinds = {t for t in n.aux if t.startswith(KIND_AUX)}
         self._beyond_python: frozenset[str] | None = None
 
     def aligned(self, sig_tokens: list[str]) -> tuple[list[str], list[str]]:
@@ -341,7 +344,7 @@ class SignatureInfo:
     quoted: frozenset[str]  # the names it quotes
     names: frozenset[str]  # those and its file names
     python_template: bool  # it holds one of Python's own message templates
-    symbols: frozenset[str]  # the kinds of undefined C++ symbol it names (normalize.SYMBOL_KINDS)
+    kinds: frozenset[str]  # the kind of undefined C++ symbol or shape of key list it names (KIND_AUX)
 
 
 class SignatureIndex:
@@ -413,7 +416,7 @@ class SignatureIndex:
                     frozenset(t for t in aux_set if not NUMBER_AUX.match(t)),
                     frozenset(t for t in aux_set if not NUMBER_AUX.match(t) or t.startswith(("p:", "k:"))),
                     bool(PYTHON_TEMPLATE.search(text)),
-                    frozenset(t for t in aux_set if t.startswith("sym:")),
+                    frozenset(t for t in aux_set if t.startswith(KIND_AUX)),
                 )
             if len(cache) < SIGNATURE_CACHE:
                 cache.update(fetched)
@@ -452,7 +455,7 @@ class SignatureIndex:
         idf, unknown = self.idf, self.idf_unknown
         w = {t: idf.get(t, unknown) for t in tokens}
         for t in aux:
-            if not t.startswith("sym:"):  # a symbol's kind only vetoes (SYMBOL_MISMATCH), it adds no likeness
+            if not t.startswith(KIND_AUX):  # a kind only vetoes (KIND_MISMATCH), it adds no likeness
                 w.setdefault(t, AUX_WEIGHT * idf.get(t, unknown))
         return w
 
@@ -595,10 +598,18 @@ class Searcher:
         ex = extract(text)
         ignored: Counter[str] = Counter()
         lines = []
+        # a paste's key lists are read together, whichever line holds them; only a shape that points
+        # at one cause vetoes (keys missing on one side and others unexpected can be anything)
+        shape = key_shape(clean(text))
         for (line, weight), group in zip(ex.lines, ex.groups, strict=True):
             n = normalize(line)
             ignored.update(n.ignored)
-            lines.append(QueryLine(line, weight, n, index, group))
+            q = QueryLine(line, weight, n, index, group)
+            if any(k.startswith("sd:") for k in q.kinds):
+                q.kinds = {k for k in q.kinds if not k.startswith("sd:")}
+                if shape in DECISIVE_SHAPES:
+                    q.kinds.add(f"sd:{shape}")
+            lines.append(q)
         if ex.frames:
             ignored["traceback frame"] = ex.frames
         hits = self._by_signature(db, index, lines) if lines else {}
@@ -710,8 +721,9 @@ class Searcher:
                 if sig_files and not sig_files & q.aux and any(t.startswith("p:") for t in q.aux):
                     score *= FILE_MISMATCH
                 # and, when no library file agrees, the kind of symbol missing (normalize.SYMBOL_KINDS)
-                if sig.symbols and q.symbols and not sig.symbols & q.symbols and not sig_files & q.aux:
-                    score *= SYMBOL_MISMATCH
+                # or the shape of the keys a state_dict lacks or has to spare (normalize.key_shape)
+                if sig.kinds and q.kinds and not sig.kinds & q.kinds and not sig_files & q.aux:
+                    score *= KIND_MISMATCH
                 score = round(score, 4)
                 if score <= 0.1:
                     continue

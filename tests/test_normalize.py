@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.normalize import extract, normalize
+from app.normalize import extract, key_shape, normalize
 
 # (paste, the line that must be offered first, lines that must not be offered at all)
 FORMATS = {
@@ -637,6 +637,42 @@ def test_an_undefined_symbol_is_replaced_but_its_kind_is_kept(symbol, kind):
     n = normalize(f"ImportError: /x/y/_ext.so: undefined symbol: {symbol}")
     assert "_symbol_" in n.tokens and symbol.lower() not in n.tokens
     assert [t for t in n.aux if t.startswith("sym:")] == [kind]
+
+
+@pytest.mark.parametrize(
+    "lists, shape",
+    [
+        (
+            'Missing key(s) in state_dict: "fc.weight". Unexpected key(s) in state_dict: "module.fc.weight".',
+            "wrapper",
+        ),
+        ('Unexpected key(s) in state_dict: "_orig_mod.fc.weight", "_orig_mod.fc.bias"', "wrapper"),
+        (
+            'Missing key(s) in state_dict: "fc.weight". Unexpected key(s) in state_dict: "model.fc.weight".',
+            "prefix",
+        ),
+        (
+            'Missing key(s) in state_dict: "fc.weight". Unexpected key(s) in state_dict: "epoch", "optimizer".',
+            "container",
+        ),
+        (
+            'Unexpected key(s) in state_dict: "bn1.num_batches_tracked", "layer1.0.bn1.num_batches_tracked".',
+            "counters",
+        ),
+        (
+            'Missing key(s) in state_dict: "head.weight". Unexpected key(s) in state_dict: "classifier.weight".',
+            "renamed",
+        ),
+        ('Missing key(s) in state_dict: "fc.weight", "fc.bias"', "missing"),
+        ('Unexpected key(s) in state_dict: "aux_head.weight",...', "unexpected"),
+        ("Error(s) in loading state_dict for Net:", None),
+    ],
+)
+def test_a_state_dicts_key_lists_are_read_for_their_shape(lists, shape):
+    # one message, many causes: which keys are missing and which are left over tells them apart
+    assert key_shape(lists) == shape
+    # a paste with the lists on two lines reads the same
+    assert key_shape(lists.replace(". Unexpected", ".\n\tUnexpected")) == shape
 
 
 def test_curly_quotes_read_as_straight_ones():

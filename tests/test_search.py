@@ -252,6 +252,18 @@ def test_search_what_the_missing_symbol_is_tells_abi_from_version(searcher, symb
     assert ranked[0][0] in causes, ranked
 
 
+def test_search_a_checkpoints_own_dict_loaded_as_weights_is_told_by_its_keys(searcher):
+    # every cause of a failed load_state_dict prints the same words; keys without dots left over
+    # (`epoch`, `optimizer`) are a checkpoint dict passed whole, whatever the model's own keys are
+    result = searcher.search(
+        "RuntimeError: Error(s) in loading state_dict for SegNet:\n"
+        '\tMissing key(s) in state_dict: "encoder.stem.conv.weight", "encoder.stem.bn.weight".\n'
+        '\tUnexpected key(s) in state_dict: "epoch", "best_miou", "model", "optim".'
+    )
+    ranked = [(h.slug, h.score) for h in result.results[:3]]
+    assert ranked[0][0] == "checkpoint-dict-passed-to-load-state-dict", ranked
+
+
 @pytest.mark.parametrize(
     "input_type, weight_type, slug, other",
     [
