@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 20
+VERSION = 21
 
 # GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
@@ -168,6 +168,9 @@ SIGNAL_LINE = re.compile(
     r"INTERNAL ASSERT FAILED|Expected .+ but got|must match the size|shapes cannot be multiplied",
     re.I,
 )
+# a C++ exception's backtrace (`frame #0: c10::Error::Error(...)`, from torch 1.5 under `Exception
+# raised from f at file.cpp:12`): the line above it is the exception's message, whatever its words
+CPP_BACKTRACE = re.compile(r"^\s*(?:frame #0:|Exception raised from \S+ at )")
 CRASH_LINE = re.compile(
     r"Segmentation fault|core dumped|Illegal instruction|^(?:zsh: )?(?:Killed|Aborted)\b", re.I
 )
@@ -581,7 +584,12 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
                     found.append((i + 0.5, f"{line} {' '.join(more)}"[:JOIN_CHARS], 0.97))
         elif c := COMPILER_ERROR.match(s):
             found.append((i, c.group(1), 0.9))
-        elif SIGNAL_LINE.search(s) or LOG_ERROR.match(s) or SAYS_WARNING.match(s):
+        elif (
+            SIGNAL_LINE.search(s)
+            or LOG_ERROR.match(s)
+            or SAYS_WARNING.match(s)
+            or (i + 1 < len(lines) and CPP_BACKTRACE.match(lines[i + 1]))
+        ):
             found.append((i, s, 0.9))
     # (unless the traceback's own exception line says the same)
     found += [r for r in reported if not any(r[1] in t for _, t, _ in found)]

@@ -8,6 +8,26 @@ from app.normalize import extract, key_shape, normalize
 
 # (paste, the line that must be offered first, lines that must not be offered at all)
 FORMATS = {
+    # a C++ exception's message has no type in front: the backtrace under it says what it is, and a
+    # warning printed before it is not the question
+    "cpp-message-above-its-backtrace": (
+        """/env/lib/python3.6/site-packages/torch/nn/modules/module.py:545: UserWarning: Implicit dimension choice for softmax has been deprecated. Change the call to include dim=X as an argument.
+  result = self._slow_forward(*input, **kwargs)
+Only tensors or tuples of tensors can be output from traced functions (getOutput at /work/torch/csrc/jit/tracer.cpp:208)
+frame #0: c10::Error::Error(c10::SourceLocation, std::string const&) + 0xbc (0x7fff48d5b6ac in /env/torch/lib/libc10.so)
+frame #1: torch::jit::tracer::TracingState::getOutput(c10::IValue const&) + 0x410 (0x7fff4c91fd30 in /env/torch/lib/libtorch.so)""",
+        "Only tensors or tuples of tensors can be output from traced functions (getOutput at "
+        "/work/torch/csrc/jit/tracer.cpp:208)",
+        ["frame #"],
+    ),
+    "cpp-message-above-exception-raised-from": (
+        """[W accumulate_grad.h:170] Warning: grad and param do not obey the gradient layout contract.
+Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!
+Exception raised from compute_types at ../aten/src/ATen/TensorIterator.cpp:392 (most recent call first):
+frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x42 (0x7f0 in /env/torch/lib/libc10.so)""",
+        "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
+        ["frame #"],
+    ),
     # a message set alone in inline code, above a system dump: marked as what was pasted, so it
     # comes before the report's last lines (a code line in backticks is no message)
     "inline-code-line-above-a-dump": (
