@@ -333,8 +333,8 @@ def key_shape(text: str) -> str | None:
     if len(set(wrapped)) > 1 or wrapped == [True]:
         return "wrapper"
     if missing and unexpected:
-        m, u = missing[0], unexpected[0]
-        return "prefix" if u.endswith("." + m) or m.endswith("." + u) else "renamed"
+        lacking, spare = missing[0], unexpected[0]
+        return "prefix" if spare.endswith("." + lacking) or lacking.endswith("." + spare) else "renamed"
     return "missing" if missing else "unexpected"
 
 
