@@ -106,7 +106,6 @@ BOILERPLATE = re.compile(
 # 118" tells a zip checkpoint from a text file): a word of its own (`c126`), not a number placeholder
 ERROR_CODE = re.compile(r"\b(WinError|Errno|Unsupported operand)\s*(\d+)", re.I)
 WORD = re.compile(r"[a-z0-9_]+")
-# "Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same"
 # what an undefined C++ symbol is tells its cause: one taking a std::string (`__cxx11`, or the old
 # ABI's `Ss`) points at the C++ ABI flag, a pybind11 one at an extension not linked against
 # libtorch_python, any other at a torch the extension was not built against
@@ -115,6 +114,7 @@ SYMBOL_KINDS = (("string", re.compile(r"__cxx11|[EKR]Ss")), ("python", re.compil
 KEY_LIST = re.compile(r"(Missing|Unexpected) key\(s\) in state_dict:\s*((?:\"[^\"\n]*\"[\s,.]*)+)")
 KEY_LISTS_READ = 20_000  # characters of a paste from its first key list on
 WRAPPERS = ("module.", "_orig_mod.")  # DataParallel / DDP and torch.compile put these before every key
+# "Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same"
 INPUT_AND_WEIGHT = re.compile(r"Input type \(([^)]*)\) and weight type \(([^)]*)\)", re.I)
 
 # `_pickle.UnpicklingError` is `pickle.UnpicklingError` raised from the C accelerator module
@@ -403,6 +403,7 @@ class Extracted:
     groups: list[int] = field(
         default_factory=list
     )  # per line: the paste line it comes from (variants share one)
+    keys: str | None = None  # the paste's state_dict key lists, read together (key_shape)
 
 
 def _unfolded(line: str) -> list[str]:
@@ -539,7 +540,8 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     with them; a paste with no recognisable error line offers its plain lines (a message pasted
     without its `RuntimeError:`, or inside a sentence).
     """
-    lines = [LINE_PREFIX.sub("", ln) for line in clean(text).split("\n") for ln in _unfolded(line)]
+    cleaned = clean(text)
+    lines = [LINE_PREFIX.sub("", ln) for line in cleaned.split("\n") for ln in _unfolded(line)]
     prefix = _repeated_prefix(lines)
     # a line the user set in inline code, alone: marked as the thing pasted (DECOR drops the marks)
     in_code = {i for i, ln in enumerate(lines) if WHOLE_LINE_CODE.match(ln)}
@@ -673,4 +675,4 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
         if len(picked) >= max_lines:
             break
     free = " ".join(ln.strip() for ln in lines if ln.strip() and not FRAME.match(ln))[:2000]
-    return Extracted(picked, free, frames, plain, groups)
+    return Extracted(picked, free, frames, plain, groups, key_shape(cleaned))

@@ -29,7 +29,7 @@ from rapidfuzz import fuzz, process
 from sqlalchemy.engine import Engine
 
 from .config import Settings
-from .normalize import PLAIN_BESIDE_ERROR, WORD, Normalized, clean, extract, key_shape, normalize
+from .normalize import PLAIN_BESIDE_ERROR, WORD, Normalized, clean, extract, normalize
 from .search_store import Reader, SearchStore
 
 AUX_WEIGHT = 0.3  # quoted names matter, but less than the words around them
@@ -249,7 +249,15 @@ class EntryTexts:
 class QueryLine:
     """One error line of a paste as the index sees it: weights per word, typos corrected."""
 
-    def __init__(self, text: str, weight: float, n: Normalized, index: SignatureIndex, group: int = 0):
+    def __init__(
+        self,
+        text: str,
+        weight: float,
+        n: Normalized,
+        index: SignatureIndex,
+        group: int = 0,
+        keys: str | None = None,  # the paste's key-list shape (Extracted.keys)
+    ):
         self.text, self.weight, self.group = text, weight, group  # group: the paste line it comes from
         tokens, typos = [], set()
         for t in n.tokens:
@@ -269,7 +277,11 @@ class QueryLine:
             t[2:] for t in n.aux if t.startswith("p:")
         }
         self.aux = set(n.aux)
-        self.kinds = {t for t in n.aux if t.startswith(KIND_AUX)}
+        self.kinds = {t for t in n.aux if t.startswith("sym:")}
+        # a paste's key lists are read together, whichever line holds them; only a shape that points
+        # at one cause vetoes (keys missing on one side and others unexpected can be anything)
+        if keys in DECISIVE_SHAPES and any(t.startswith("sd:") for t in n.aux):
+            self.kinds.add(f"sd:{keys}")
         self._beyond_python: frozenset[str] | None = None
 
     def aligned(self, sig_tokens: list[str]) -> tuple[list[str], list[str]]:
@@ -598,18 +610,10 @@ class Searcher:
         ex = extract(text)
         ignored: Counter[str] = Counter()
         lines = []
-        # a paste's key lists are read together, whichever line holds them; only a shape that points
-        # at one cause vetoes (keys missing on one side and others unexpected can be anything)
-        shape = key_shape(clean(text))
         for (line, weight), group in zip(ex.lines, ex.groups, strict=True):
             n = normalize(line)
             ignored.update(n.ignored)
-            q = QueryLine(line, weight, n, index, group)
-            if any(k.startswith("sd:") for k in q.kinds):
-                q.kinds = {k for k in q.kinds if not k.startswith("sd:")}
-                if shape in DECISIVE_SHAPES:
-                    q.kinds.add(f"sd:{shape}")
-            lines.append(q)
+            lines.append(QueryLine(line, weight, n, index, group, ex.keys))
         if ex.frames:
             ignored["traceback frame"] = ex.frames
         hits = self._by_signature(db, index, lines) if lines else {}
