@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 21
+VERSION = 22
 
 # GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
@@ -278,6 +278,8 @@ FRAME_THEN_EXC = re.compile(
 TRACEBACK_PART = re.compile(r"Traceback \(most recent call last\)|File \"[^\"\n]+\", line \d+")
 MAX_PREFIX = 120
 RULE_LINE = re.compile(r"^[-=_*~#+.\s]{3,}$")  # a separator a user or a logger drew: no message
+# an issue form's own lines: a markdown heading (`### Steps To Reproduce`) or a ticked box; no message
+FORM_LINE = re.compile(r"^(?:#{1,6}\s|\[[ xX]\]\s)")
 JOIN_LINES = 6  # a message that wraps goes on for at most this many lines
 JOIN_CHARS = 1200
 
@@ -489,6 +491,7 @@ def _plain_message(lines: list[str], i: int, seen: set[str]) -> bool:
         and not FRAME.match(ln)
         and not NOISE.search(ln)
         and not RULE_LINE.match(s)
+        and not FORM_LINE.match(s)
         and not (i and SOURCE_OF.match(lines[i - 1]))
         and not any(s in f for f in seen)  # a wrapped line of a message already found
         and not _is_exc(s)

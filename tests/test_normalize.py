@@ -437,6 +437,25 @@ def test_a_report_that_opens_with_its_error_offers_it_before_pages_of_log():
         assert opening not in [line for line, _ in extract(f"{opening}\n\n{log}").lines]
 
 
+def test_an_issue_forms_headings_and_ticked_boxes_are_not_its_message():
+    # the message sits in the form's first section; the headings and boxes below it are the form's
+    form = [
+        "### Is there an existing issue for this?",
+        "- [X] I have searched the existing issues",
+        "### Current Behavior",
+        "v1.1 fails to load: Unable to load weights from pytorch checkpoint file for './model.bin'",
+        "it worked in v1.0",
+        "### Expected Behavior",
+        "- [ ] loads as before",
+        "### Steps To Reproduce",
+        "### Environment",
+        "PyTorch 2.0.0, Python 3.8, ubuntu 20.04, Cuda 11.8",
+    ]
+    lines = [line for line, _ in extract("\n\n".join(form)).lines]
+    assert not [line for line in lines if line.startswith(("###", "[X]", "[ ]"))]
+    assert any("Unable to load weights" in line for line in lines[:4])
+
+
 @pytest.mark.parametrize(
     "text, placeholder",
     [
