@@ -18,6 +18,10 @@ STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'}
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # a traceback inside a JSON or repr string: its newlines and quotes are escapes (`\n`, `\"`)
 ESCAPED_TRACEBACK = re.compile(r"Traceback \(most recent call last\):\\n|\\n\s+File \\?[\"']")
+# a notebook's error copied as JSON (VS Code's Jupyter output: `"name": "OSError", "message": "...",
+# "stack": "..."`): the type and its message, and the strings' escapes (`\"`, `\\`, `\n`)
+JSON_ERROR = re.compile(r'"name":\s*"([A-Za-z_][\w.]*)",\s*"message":\s*"((?:[^"\\]|\\.)*)",?')
+JSON_ESCAPE = re.compile(r'\\(["\\/nt])')
 # (placeholder, what the reader is told was ignored, pattern); order matters: wide shapes first.
 RULES: list[tuple[str, str, re.Pattern[str]]] = [
     ("_url_", "url", re.compile(r"https?://\S+")),
@@ -298,6 +302,9 @@ def clean(text: str) -> str:
     """Drop NULs, ANSI colours and progress-bar overwrites; unify newlines and quotes; open up a
     traceback pasted as an escaped string (a JSON log's `"traceback": "Traceback ...:\\n  File \\"..."`)."""
     text = text.replace("\x00", "").replace("\r\n", "\n").translate(STRAIGHT_QUOTES)
+    if JSON_ERROR.search(text):  # (read as Python prints it: `OSError: [WinError 126] ...`)
+        text = JSON_ERROR.sub(lambda m: f"{m.group(1)}: {m.group(2)}\n", text)
+        text = JSON_ESCAPE.sub(lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), text)
     text = ANSI.sub("", text)
     if ESCAPED_TRACEBACK.search(text):
         text = text.replace("\\n", "\n").replace('\\"', '"').replace("\\'", "'")

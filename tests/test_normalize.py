@@ -742,6 +742,20 @@ def test_traceback_inside_an_escaped_string_is_read_as_one():
     assert extract('OSError: cannot open "C:\\new\\nets\\model.pt"').lines[0][0].endswith('nets\\model.pt"')
 
 
+def test_a_notebook_error_copied_as_json_is_read_as_python_prints_it():
+    # VS Code's Jupyter output, copied: the type and the message are JSON strings, escapes and all
+    paste = (
+        '{\n\t"name": "OSError",\n\t"message": "[WinError 126] The specified module could not be '
+        'found. Error loading \\"C:\\\\envs\\\\DL\\\\lib\\\\fbgemm.dll\\" or one of its dependencies.",\n'
+        '\t"stack": "-----------\nOSError        Traceback (most recent call last)\nCell In[1], line 1\n'
+        '----> 1 import torch\n"\n}'
+    )
+    assert extract(paste).lines[0][0] == (
+        "OSError: [WinError 126] The specified module could not be found. "
+        'Error loading "C:\\envs\\DL\\lib\\fbgemm.dll" or one of its dependencies.'
+    )
+
+
 def test_a_warning_comes_before_the_plain_lines_offered_beside_it():
     # only the first few lines gather candidates: six plain lines (code, prose) must not push out
     # the one line the paste marks as a warning
