@@ -488,6 +488,11 @@ NOT_A_TITLE = re.compile(
 )
 
 
+# the tag an issue form puts before its title (`[Bug]: `, `[BUG]`, `Bug: `): the title after it may
+# still be the error
+ISSUE_TAG = re.compile(r"^\s*(?:\[[A-Za-z][\w .-]{0,24}\]\s*:?|(?:bug|question|issue)\s*:)\s*", re.I)
+
+
 def _plain_message(lines: list[str], i: int, seen: set[str]) -> bool:
     """Whether line `i` could be a bare message: not a frame, not noise, not the code line a frame
     shows, not part of an error line already found."""
@@ -522,9 +527,10 @@ def _first_plain_line(lines: list[str], seen: set[str]) -> tuple[int, str] | Non
     """The paste's opening line, where it could be a bare message: a report that opens by naming its
     error (a title, "Failed to initialize NumPy: _ARRAY_API not found") before pages of log."""
     first = next((i for i, ln in enumerate(lines) if ln.strip()), None)
-    if first is None or not _plain_message(lines, first, seen) or NOT_A_TITLE.search(lines[first]):
+    if first is None or not _plain_message(lines, first, seen):
         return None
-    return first, lines[first].strip()
+    title = ISSUE_TAG.sub("", lines[first]).strip()
+    return None if NOT_A_TITLE.search(title) or len(title) < 10 else (first, title)
 
 
 def _repeated_prefix(lines: list[str]) -> re.Pattern[str] | None:
@@ -636,8 +642,9 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     if plain or warnings_only:
         # next to warnings, a plain line is likelier the error ("module 'torch' has no attribute 'rfft'")
         weight, offered = (0.92 if warnings_only else 0.9), _last_plain_lines(lines, seen_text, 6)
+        # (an opening among those last lines keeps its place, unless it was an issue form's title)
         if (first := _first_plain_line(lines, seen_text)) and first not in offered:
-            offered.insert(0, first)
+            offered = [first] + [(i, s) for i, s in offered if i != first[0]]
             order[first[0]] = len(lines) - 1.5  # (beside the last line: it gathers candidates too)
     else:
         weight, offered = PLAIN_BESIDE_ERROR, _last_plain_lines(lines, seen_text, PLAIN_LINES)

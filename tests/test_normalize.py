@@ -456,6 +456,14 @@ def test_an_issue_forms_headings_and_ticked_boxes_are_not_its_message():
     assert any("Unable to load weights" in line for line in lines[:4])
 
 
+@pytest.mark.parametrize("tag", ["[bug]: ", "[BUG]", "[Bug Report] ", "Bug: "])
+def test_an_issue_titles_template_tag_is_not_part_of_its_error(tag):
+    # issue forms put `[Bug]:` before the title; the title is still the error the report is about
+    log = "### What happened\n\nit fails on the first image\nand on every one after it\n\n### OS\n\nmacOS 14 on an M2"
+    ex = extract(f"{tag}Cannot convert a MPS Tensor to float64 dtype\n\n{log}")
+    assert "Cannot convert a MPS Tensor to float64 dtype" in [line for line, _ in ex.lines[:2]]
+
+
 @pytest.mark.parametrize(
     "text, placeholder",
     [
