@@ -163,6 +163,12 @@ EXC_LINE = re.compile(
     r"(?:^|[\s:\[(>`*'\"])((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Warning|Interrupt|Failure))"
     r"(?::\s*(.*))?$"
 )
+# the line that ends a traceback: its exception, also when the class isn't named `...Error`
+# (`zipfile.BadZipFile`, `torch._dynamo.exc.Unsupported`, a bare `StopIteration`)
+TRACEBACK_END = re.compile(
+    r"^((?:[A-Za-z_]\w*\.)+[A-Z]\w*|Exception|BaseException|StopIteration|StopAsyncIteration|"
+    r"KeyboardInterrupt|SystemExit|GeneratorExit)(?::\s*(.*))?$"
+)
 SIGNAL_LINE = re.compile(
     r"Assertion `|CUDA error|CUDNN_STATUS|CUBLAS_STATUS|NCCL (?:error|WARN)|Watchdog caught|"
     r"killed by signal|bus error|Segmentation fault|core dumped|out of memory|is deprecated|"
@@ -433,6 +439,14 @@ def _is_exc(line: str) -> re.Match[str] | None:
     return m if m and not NOISE.search(line) else None
 
 
+def _ends_traceback(lines: list[str], i: int) -> re.Match[str] | None:
+    """Line i as the exception of the traceback right above it (a frame, or a frame's source line)."""
+    above = i >= 1 and (
+        FRAME.match(lines[i - 1]) or (i >= 2 and FRAME.match(lines[i - 2]) and lines[i - 1].strip())
+    )
+    return TRACEBACK_END.match(lines[i].strip()) if above else None
+
+
 def _inside_quotes(line: str) -> str | None:
     """An exception line cut where the quote around it closes, when prose follows it."""
     for m in CLOSING_QUOTE.finditer(line):
@@ -579,7 +593,7 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
         if (app := APP_REPORTS.search(s)) and not _is_exc(app.group(1)):
             reported.append((i, app.group(1), 0.9))  # a message without its type: an error line still
             continue
-        m = _is_exc(s)
+        m = _is_exc(s) or _ends_traceback(lines, i)
         if m:
             line = s[m.start(1) :]
             more = _message_after(lines, i)

@@ -28,6 +28,30 @@ frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x42 (0x7f0 in /
         "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
         ["frame #"],
     ),
+    # the line that ends a traceback is its exception, whatever the class is called (`BadZipFile`,
+    # `torch._dynamo.exc.Unsupported`, a bare `StopIteration`), before the log lines above it
+    "exception-named-without-error-ends-a-traceback": (
+        """Downloading: "https://github.com/snakers4/silero-vad/zipball/master" to C:\\Users\\L/.cache\\torch\\hub\\master.zip
+Traceback (most recent call last):
+  File "slice.py", line 13, in <module>
+    vad_model, utils = torch.hub.load(
+  File "venv\\lib\\site-packages\\torch\\hub.py", line 257, in _get_cache_or_reload
+    with zipfile.ZipFile(cached_file) as cached_zipfile:
+  File "zipfile.py", line 1336, in _RealGetContents
+zipfile.BadZipFile: File is not a zip file""",
+        "zipfile.BadZipFile: File is not a zip file",
+        [],
+    ),
+    "bare-builtin-exception-ends-a-traceback": (
+        """it stops at iteration 160/20000
+Traceback (most recent call last):
+  File "train.py", line 88, in main
+    batch = next(loader_iter)
+            ^^^^^^^^^^^^^^^^^
+StopIteration""",
+        "StopIteration",
+        [],
+    ),
     # a message set alone in inline code, above a system dump: marked as what was pasted, so it
     # comes before the report's last lines (a code line in backticks is no message)
     "inline-code-line-above-a-dump": (
