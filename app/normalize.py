@@ -308,8 +308,9 @@ def clean(text: str) -> str:
     """Drop NULs, ANSI colours and progress-bar overwrites; unify newlines and quotes; open up a
     traceback pasted as an escaped string (a JSON log's `"traceback": "Traceback ...:\\n  File \\"..."`)."""
     text = text.replace("\x00", "").replace("\r\n", "\n").translate(STRAIGHT_QUOTES)
-    if JSON_ERROR.search(text):  # (read as Python prints it: `OSError: [WinError 126] ...`)
-        text = JSON_ERROR.sub(lambda m: f"{m.group(1)}: {m.group(2)}\n", text)
+    # a notebook error copied as JSON, read as Python prints it (`OSError: [WinError 126] ...`)
+    text, copied_as_json = JSON_ERROR.subn(lambda m: f"{m.group(1)}: {m.group(2)}\n", text)
+    if copied_as_json:
         text = JSON_ESCAPE.sub(lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), text)
     text = ANSI.sub("", text)
     if ESCAPED_TRACEBACK.search(text):
