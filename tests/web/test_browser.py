@@ -115,6 +115,28 @@ def test_paste_open_reproduce_without_javascript(nojs_page, live_server, artifac
     page.screenshot(path=str(artifacts / "entry-nojs.png"), full_page=True)
 
 
+# Every entry page's body, laid out in turn under the stylesheet of a real entry page: the same
+# check as navigating to each, in a fraction of the time (fetched eight at a time, no page loads).
+ENTRY_BODY_WIDTHS = """async ({slugs, limit}) => {
+  const wide = [];
+  for (let i = 0; i < slugs.length; i += 8) {
+    const batch = slugs.slice(i, i + 8);
+    const pages = await Promise.all(batch.map(async (s) => {
+      const r = await fetch('/e/' + s);
+      return [s, r.status, await r.text()];
+    }));
+    for (const [slug, status, html] of pages) {
+      if (status !== 200) { wide.push([slug, 'HTTP ' + status]); continue; }
+      const body = new DOMParser().parseFromString(html, 'text/html').body;
+      document.body.replaceWith(document.adoptNode(body));
+      const width = document.documentElement.scrollWidth;
+      if (width > limit) wide.push(['/e/' + slug, width]);
+    }
+  }
+  return wide;
+}"""
+
+
 def test_phone_layout_has_no_horizontal_scroll(browser, live_server, artifacts):
     context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
     page = context.new_page()
@@ -127,7 +149,7 @@ def test_phone_layout_has_no_horizontal_scroll(browser, live_server, artifacts):
         "/search?q=IndexError%3A+Target+5+is+out+of+bounds.",
         f"/search?q={long_paste}",
         *(f"/c/{c}" for c in CATEGORIES),
-        *(f"/e/{s}" for s in slugs),
+        f"/e/{SLUG}",
     ]
     try:
         wide = []
@@ -140,6 +162,8 @@ def test_phone_layout_has_no_horizontal_scroll(browser, live_server, artifacts):
                 page.screenshot(
                     path=str(artifacts / f"{'home' if path == '/' else 'entry'}-phone.png"), full_page=True
                 )
+        assert len(slugs) > 100  # the whole knowledge base, not a sample
+        wide += [tuple(w) for w in page.evaluate(ENTRY_BODY_WIDTHS, {"slugs": slugs, "limit": 390})]
         assert not wide, f"wider than a 390px phone: {wide}"
     finally:
         context.close()
