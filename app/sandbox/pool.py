@@ -72,6 +72,13 @@ def _close_at_exit(ref: weakref.ref[Pool]) -> None:
         pool.close()
 
 
+def _not_ready(child: ChildHandle, timeout: float) -> str:
+    """Why a child never said ready, when it sent no error of its own."""
+    if child.reader.eof:
+        return "the child exited before it was ready (killed, or crashed while importing torch)"
+    return f"no ready message within {timeout:g} s"
+
+
 class PoolFull(RuntimeError):
     """The run queue is full: try again later (HTTP 429/503 with Retry-After)."""
 
@@ -269,7 +276,8 @@ class Pool:
             try:
                 child = self._fork("full", self.limits)
                 if child is not None and not self._await_ready(child, timeout=120):
-                    self._warm_failed(child.error or "no ready message within 120 s")
+                    if not self._closed:  # close() kills a spare mid warm-up: not a failure
+                        self._warm_failed(child.error or _not_ready(child, 120))
                     child.retire()
                     child = None
             except Exception:  # noqa: BLE001 - never let the replenisher die; back off and retry
@@ -483,7 +491,7 @@ class Pool:
             child = self._fork("light", self.limits)
             if child is not None:
                 if not self._await_ready(child, timeout):
-                    self._warm_failed(child.error or f"no ready message within {timeout:g} s")
+                    self._warm_failed(child.error or _not_ready(child, timeout))
                 self._cleanup.put(child.retire)
         net = self._network or (False, "unknown: no child reported")
         gpus = self.gpus

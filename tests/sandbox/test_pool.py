@@ -323,3 +323,20 @@ def test_pool_warm_up_failure_is_logged_once(monkeypatch, caplog):
         assert device.startswith("none: sandbox children fail to warm up") and "'nobody'" in device, device
     finally:
         p.close()
+
+
+def test_pool_closed_while_a_spare_warms_up_logs_no_failure(caplog):
+    # Closing the pool kills the spare that is still importing torch: that is shutdown, not a
+    # failed warm-up (an H200 run logged "no ready message within 120 s" ten seconds in).
+    from app.sandbox.pool import Pool
+    from tests.sandbox.conftest import TEST_LIMITS
+
+    p = Pool(size=1, spare=1, limits=TEST_LIMITS)
+    with caplog.at_level(logging.WARNING, logger="pitfalls.sandbox"):
+        p.start(wait=False)
+        deadline = time.monotonic() + 10
+        while not p._warming and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert p._warming, "no spare started warming up"
+        p.close()
+    assert "failed to warm up" not in caplog.text, caplog.text
