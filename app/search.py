@@ -757,7 +757,9 @@ class Searcher:
         def key(h: Hit) -> float:
             title, body = texts.words(db, h.slug)
             # the rest of the paste: the words beyond the matched line (frames, code, prose)
-            rest = known - set(WORD.findall(h.line.lower()))
+            # (the values printed in the error line itself count: sizes such as 2048 or 514 name
+            # the model, while the line's words are the message every tied entry shares)
+            rest = known - {w for w in WORD.findall(h.line.lower()) if not (w.isdigit() and len(w) > 2)}
             mass = sum(texts.idf(w) for w in rest)
             # (a paste with little beyond its error line says little: a word or two decide nothing)
             context = sum(texts.idf(w) for w in rest & body) / max(mass, CONTEXT_MASS) if mass else 0.0

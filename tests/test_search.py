@@ -659,3 +659,12 @@ Traceback of TorchScript (most recent call last):
 RuntimeError: nvrtc: error: invalid value for --gpu-architecture (-arch)""")
     assert result.results[0].slug == "nvrtc-invalid-gpu-architecture"
     assert result.confident, [(h.slug, h.score) for h in result.results[:3]]
+
+
+def test_search_the_sizes_in_an_error_line_help_order_tied_causes(searcher):
+    # every cause of this message prints the same words; the sizes differ: 512 against 544 is a
+    # tokenizer's maximum length against a longer sequence (the seq2seq entry says so), not a batch
+    # flattened the wrong way. One- and two-digit numbers stay out: they say nothing of the cause.
+    result = searcher.search("ValueError: Expected input batch_size (544) to match target batch_size (512).")
+    ranked = [(h.slug, h.score) for h in result.results[:3]]
+    assert ranked[0][0] == "seq2seq-loss-batch-size-length-mismatch", ranked
