@@ -508,6 +508,17 @@ NOT_A_TITLE = re.compile(
 ISSUE_TAG = re.compile(r"^\s*(?:\[[A-Za-z][\w .-]{0,24}\]\s*:?|(?:bug|question|issue)\s*:)\s*", re.I)
 
 
+# a printed tensor or array (`tensor([[nan, nan, ...,`, `[0.1, 0.2]], device='cuda:0')`): values, no message
+DUMP_PARTS = re.compile(
+    r"\b(?:tensor|array)\(|(?:device|dtype|grad_fn|requires_grad)=\S+|\b(?:nan|inf|True|False)\b"
+)
+DUMP_REST = re.compile(r"[\s\[\](),.\d+\-eE]*")
+
+
+def _is_dump(s: str) -> bool:
+    return "[" in s and bool(DUMP_REST.fullmatch(DUMP_PARTS.sub(" ", s)))
+
+
 def _plain_message(lines: list[str], i: int, seen: set[str]) -> bool:
     """Whether line `i` could be a bare message: not a frame, not noise, not the code line a frame
     shows, not part of an error line already found."""
@@ -519,6 +530,7 @@ def _plain_message(lines: list[str], i: int, seen: set[str]) -> bool:
         and not NOISE.search(ln)
         and not RULE_LINE.match(s)
         and not FORM_LINE.match(s)
+        and not _is_dump(s)
         and not (i and SOURCE_OF.match(lines[i - 1]))
         and not any(s in f for f in seen)  # a wrapped line of a message already found
         and not _is_exc(s)

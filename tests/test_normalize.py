@@ -480,6 +480,18 @@ def test_an_issue_forms_headings_and_ticked_boxes_are_not_its_message():
     assert any("Unable to load weights" in line for line in lines[:4])
 
 
+def test_a_printed_tensor_is_not_a_message():
+    # the values under "but found invalid values:" are a tensor's repr, whatever its size
+    dump = (
+        "tensor([[nan, nan, nan,  ..., nan, nan, nan],\n" + "        [nan, nan, 0.5,  ..., 1e-3, nan],\n" * 8
+    )
+    text = f"Expected parameter scale of distribution Normal to satisfy the constraint, but found invalid values:\n{dump}"
+    text += "        [nan, nan, nan,  ..., nan, nan, nan]], device='cuda:0', grad_fn=<ExpBackward0>)"
+    lines = [line for line, _ in extract(text).lines]
+    assert lines and lines[0].startswith("Expected parameter scale"), lines
+    assert not [line for line in lines if "nan," in line], lines
+
+
 @pytest.mark.parametrize("tag", ["[bug]: ", "[BUG]", "[Bug Report] ", "Bug: "])
 def test_an_issue_titles_template_tag_is_not_part_of_its_error(tag):
     # issue forms put `[Bug]:` before the title; the title is still the error the report is about
