@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 22
+VERSION = 23
 
 # GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
@@ -109,6 +109,16 @@ BOILERPLATE = re.compile(
 # "[WinError 126] The specified module could not be found"; the pickle opcode of "Unsupported operand
 # 118" tells a zip checkpoint from a text file): a word of its own (`c126`), not a number placeholder
 ERROR_CODE = re.compile(r"\b(WinError|Errno|Unsupported operand)\s*(\d+)", re.I)
+# a Windows process's crash code, in hex (`0xC0000005`) or as an exit code (-1073741819, 3221225477):
+# which code it is names the crash (access violation, illegal instruction, divide by zero)
+NTSTATUS = re.compile(r"\b0x(c0000[0-9a-f]{3})\b|(?<![\w.])(-10737\d{5}|3221\d{6})(?![\w.])", re.I)
+
+
+def _ntstatus(m: re.Match[str]) -> str:
+    code = m.group(1) or f"{int(m.group(2)) % 2**32:08x}"
+    return f" ntstatus_{code.lower()} " if code.lower().startswith("c0000") else m.group(0)
+
+
 WORD = re.compile(r"[a-z0-9_]+")
 # what an undefined C++ symbol is tells its cause: one taking a std::string (`__cxx11`, or the old
 # ABI's `Ss`) points at the C++ ABI flag, a pybind11 one at an extension not linked against
@@ -372,6 +382,7 @@ def normalize(line: str) -> Normalized:
     line = line.translate(STRAIGHT_QUOTES)
     out = BOILERPLATE.sub(" ", line).strip() or line.strip()
     out = ERROR_CODE.sub(r"\1 c\2", out)
+    out = NTSTATUS.sub(_ntstatus, out)
     # which side is on which device decides the fix, and the words of both directions are the same
     if m := INPUT_AND_WEIGHT.search(out):
         aux += [f"input_{_device(m.group(1))}", f"weight_{_device(m.group(2))}"]

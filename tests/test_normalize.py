@@ -850,3 +850,21 @@ def test_a_message_quoted_in_a_sentence_is_offered_whole(sentence, message):
     offered = [line for line, _ in extract(sentence).lines]
     assert any(o.startswith(message) for o in offered), offered
     assert not any(o.startswith(("s possible", "and compiling")) for o in offered), offered
+
+
+def test_a_windows_crash_code_is_kept_whichever_way_it_is_printed():
+    # PyCharm prints `exit code -1073741819 (0xC0000005)`, multiprocessing `exit code 3221225477`,
+    # the event log `Exception code: 0xc0000005`: one crash (access violation), and not another
+    # (0xC000001D, an illegal instruction); other numbers and addresses stay placeholders
+    codes = [
+        normalize(text).tokens
+        for text in (
+            "exit code -1073741819 (0xC0000005)",
+            "exit code 3221225477",
+            "Exception code: 0xc0000005",
+        )
+    ]
+    assert all("ntstatus_c0000005" in tokens for tokens in codes), codes
+    assert "ntstatus_c000001d" in normalize("exit code -1073741795 (0xC000001D)").tokens
+    assert normalize("exit code 1").tokens == ["exit", "code", "_num_"]
+    assert normalize("at address 0x7ffe0000").tokens == ["at", "address", "_hex_"]
