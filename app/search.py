@@ -113,7 +113,7 @@ PYTHON_TEMPLATE_WORDS = frozenset(
 )
 BARE_CAP = 0.65
 RARE_DF = 5  # a word in at most this many signatures is distinctive
-RARE_ENTRIES = 5  # ... and so is one in a few more signatures that all belong to this many entries
+RARE_ENTRIES = 8  # ... and so is one in a few more signatures that all belong to this many entries
 RARE_TOPIC_SIGNATURES = 30
 TEXT_TERMS = 12
 OWN_SIGNATURES = 3  # of an entry's signatures, searched for the other causes of its message
