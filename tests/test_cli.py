@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -219,3 +222,93 @@ def test_cli_verify_records_outcomes_for_the_pages(env):
         .fetchall()
     )
     assert rows == [("broken", 1), ("fixed", 1)]
+
+
+def _entry(title: str, fixed: str) -> str:
+    """A minimal valid entry whose broken snippet passes and whose fixed snippet is `fixed`."""
+    return f"""title = "{title}"
+summary = "A test entry."
+tags = ["test"]
+torch = ">=2.0"
+sources = ["https://pytorch.org/docs/stable/multiprocessing.html"]
+signatures = ["RuntimeError: {title}"]
+cause = "A test entry for verify."
+fix = "A test entry for verify."
+
+[broken]
+code = '''
+raise RuntimeError("{title}")
+'''
+expect = {{ outcome = "raised", exc_type = "RuntimeError", match = "{title}" }}
+
+[fixed]
+code = '''{fixed}'''
+expect = {{ outcome = "ok" }}
+"""
+
+
+def _spawned(switch: Path, body: str) -> str:
+    """A fixed snippet whose one spawned process reads `switch` (outside /tmp: the sandbox has its
+    own), then runs `body`."""
+    return f"""
+import os
+import torch.multiprocessing as mp
+
+def worker(rank):
+    state = open({str(switch)!r}).read()
+{body}
+
+if __name__ == "__main__":
+    mp.start_processes(worker, nprocs=1, start_method="fork")  # spawn: same errors, 3 s slower
+"""
+
+
+def test_verify_runs_a_part_again_once_when_one_of_its_processes_died_by_a_signal(tmp_path):
+    """A multi-process snippet can die in a teardown race (gloo aborting while its peer closes): such
+    a run gets one second try, reported as such. A snippet that is wrong in another way, or dies by a
+    signal twice, still fails, and is not run more than twice."""
+    from app.cli_runs import run_entry
+    from app.content import load_dir
+    from app.sandbox.pool import Pool
+
+    content = tmp_path / "content" / "parallel"
+    content.mkdir(parents=True)
+    switches = Path(tempfile.mkdtemp(prefix=".verify-test-", dir=ROOT))
+    switches.chmod(0o755)  # the sandbox runs snippets as another user
+    bodies = {
+        "flaky": "    if state == 'abort':\n        os.abort()\n    print('second run ok', flush=True)",
+        "always": "    os.abort()",
+        "wrong": "    raise ValueError('not a signal')",
+    }
+    try:
+        for name, body in bodies.items():
+            (switches / name).write_text("abort")
+            fixed = _spawned(switches / name, body)
+            (content / f"test-{name}.toml").write_text(_entry(f"test {name}", fixed))
+        runs: list[str] = []
+
+        class Flipping:
+            """The real pool; after the flaky snippet's first run its race is over (its switch flips)."""
+
+            def __init__(self, pool: Pool) -> None:
+                self.pool = pool
+
+            def run(self, job):
+                out = self.pool.run(job)
+                runs.append(next((n for n in bodies if f"/{n}'" in job["code"]), "broken"))
+                if runs[-1] == "flaky":
+                    (switches / "flaky").write_text("pass")
+                return out
+
+        with Pool(size=1, spare=0) as pool:
+            rows = {e.slug: run_entry(Flipping(pool), e) for e in load_dir(tmp_path / "content")}
+    finally:
+        shutil.rmtree(switches)
+    assert sorted(runs) == sorted(["broken"] * 3 + ["flaky", "flaky", "always", "always", "wrong"])
+    flaky = rows["test-flaky"]
+    assert flaky["status"] == "pass" and "SIGABRT" in flaky["retried"]["fixed"], flaky
+    assert flaky["fixed"]["stdout"].strip() == "second run ok"
+    always = rows["test-always"]
+    assert always["status"] == "fail" and "SIGABRT" in always["retried"]["fixed"], always
+    wrong = rows["test-wrong"]
+    assert wrong["status"] == "fail" and not wrong["retried"], wrong

@@ -286,6 +286,22 @@ def judge(outcome: Outcome, expect: Expect | None) -> tuple[bool | None, str]:
     return True, f"{got} as expected"
 
 
+# torch.multiprocessing's ProcessExitedException: "process 1 terminated with signal SIGABRT"
+_PROCESS_KILLED = re.compile(r"process \d+ terminated with signal \w+")
+
+
+def died_by_signal(o: Outcome) -> str | None:
+    """How a run that did not do what it should died, when a signal killed one of its processes:
+    a multi-process snippet can lose a teardown race (gloo aborting while a peer closes its socket)
+    that says nothing about the entry. None for every other outcome."""
+    if o.get("expected") is not False:
+        return None
+    if o.get("signal"):
+        return f"killed by {o['signal']}"
+    found = _PROCESS_KILLED.search(f"{o.get('message') or ''}\n{o.get('traceback') or ''}")
+    return found.group(0) if found else None
+
+
 def verdict(broken: Outcome, fixed: Outcome) -> tuple[str, str]:
     """An entry's status from its two outcomes: pass, fail or skipped (never skipped as passed)."""
     failed = [(part, o) for part, o in (("broken", broken), ("fixed", fixed)) if o.get("expected") is False]
