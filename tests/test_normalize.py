@@ -868,3 +868,13 @@ def test_a_windows_crash_code_is_kept_whichever_way_it_is_printed():
     assert "ntstatus_c000001d" in normalize("exit code -1073741795 (0xC000001D)").tokens
     assert normalize("exit code 1").tokens == ["exit", "code", "_num_"]
     assert normalize("at address 0x7ffe0000").tokens == ["at", "address", "_hex_"]
+
+
+def test_the_model_class_of_a_state_dict_error_says_nothing_of_its_cause():
+    # "Error(s) in loading state_dict for SACPolicy:" is the message every cause prints, whatever the
+    # class; a signature written for `Net` must read the same, and the bare message names no key shape
+    header = normalize("RuntimeError: Error(s) in loading state_dict for SACPolicy:")
+    assert header.tokens == normalize("RuntimeError: Error(s) in loading state_dict for Net:").tokens
+    assert "sacpolicy" not in header.tokens and "sd:none" in header.aux
+    with_keys = normalize('Error(s) in loading state_dict for Net: Missing key(s) in state_dict: "fc.weight"')
+    assert "sd:missing" in with_keys.aux and "sd:none" not in with_keys.aux
