@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 24
+VERSION = 25
 
 # GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
@@ -35,7 +35,7 @@ RULES: list[tuple[str, str, re.Pattern[str]]] = [
         # absolute (`/usr/lib/x/y`, `C:\\x`), and relative ones naming a library file (`pkg/_ext.so`)
         re.compile(
             r"(?:[A-Za-z]:\\|\\\\)[^\s\"'<>|:]+|(?<![\w.:/])(?:~|\.{1,2})?(?:/[\w.\-+@~]+){2,}/?"
-            r"|(?<![\w.:/])[\w.\-+@~]+(?:/[\w.\-+@~]+)+\.(?:so|pyd|dll|dylib)\b"
+            r"|(?<![\w.:/])[\w.\-+@~]+(?:/[\w.\-+@~]+)*\.(?:so|pyd|dll|dylib)\b"
         ),
     ),
     (
@@ -358,7 +358,9 @@ def key_shape(text: str) -> str | None:
     if all(k.endswith("num_batches_tracked") for k in missing + unexpected):
         return "counters"
     wrapped = [all(k.startswith(WRAPPERS) for k in keys) for keys in (missing, unexpected) if keys]
-    if len(set(wrapped)) > 1 or wrapped == [True]:
+    # (a model that is itself the wrapper has `module.` keys of its own: one list of them is not that)
+    itself = re.search(r"in loading state_dict for (?:Distributed)?DataParallel\b", text[:start])
+    if len(set(wrapped)) > 1 or (wrapped == [True] and not itself):
         return "wrapper"
     if missing and unexpected:
         lacking, spare = missing[0], unexpected[0]

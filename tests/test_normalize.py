@@ -878,3 +878,23 @@ def test_the_model_class_of_a_state_dict_error_says_nothing_of_its_cause():
     assert "sacpolicy" not in header.tokens and "sd:none" in header.aux
     with_keys = normalize('Error(s) in loading state_dict for Net: Missing key(s) in state_dict: "fc.weight"')
     assert "sd:missing" in with_keys.aux and "sd:none" not in with_keys.aux
+
+
+def test_a_library_file_named_without_its_folder_reads_as_a_file():
+    # `exllamav2_ext.so: undefined symbol` and `libcudart.so.11.0: cannot open` name the library as a
+    # path would: a signature written with the bare name matches a paste with the full path
+    bare = normalize("exllamav2_ext.so: undefined symbol: _ZN3c104cuda14ExchangeDeviceEa")
+    full = normalize(
+        "/home/u/.cache/torch_extensions/exllamav2_ext/exllamav2_ext.so: undefined symbol: _ZN3c104cuda9SetDeviceEi"
+    )
+    assert bare.tokens == full.tokens and "p:exllamav2_ext" in bare.aux and "p:exllamav2_ext" in full.aux
+    assert "p:libcudart" in normalize("ImportError: libcudart.so.11.0: cannot open shared object file").aux
+    assert normalize("the so called fix").aux == []
+
+
+def test_a_wrapped_models_own_module_keys_are_not_a_wrapper_mismatch():
+    # loading into a DataParallel model, every key of both sides starts with `module.`: spare ones
+    # are extra weights, not a checkpoint saved from a wrapped model
+    keys = '\tUnexpected key(s) in state_dict: "module.to_rgb.0.weight", "module.to_rgb.0.bias".'
+    assert key_shape(f"Error(s) in loading state_dict for DataParallel:\n{keys}") == "unexpected"
+    assert key_shape(f"Error(s) in loading state_dict for Net:\n{keys}") == "wrapper"
