@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 25
+VERSION = 26
 
 # GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
@@ -53,8 +53,6 @@ RULES: list[tuple[str, str, re.Pattern[str]]] = [
             r"\b(?:NVIDIA\s+)?(?:GeForce|Tesla|Quadro|TITAN|RTX|GTX|A\d{2,3}|H\d{3}|L\d{1,2}|V100|T4|P100|K\d{2})\b[\w\- ]*?(?=\s+(?:with|which|GPU|is|has)\b|\s*[,;)]|$)"
         ),
     ),
-    # the model class a state_dict was loaded into: every cause of that message names some class
-    ("_model_", "model class", re.compile(r"(?<=in loading state_dict for )[\w.]+")),
     # quoted names, and called names (`forward()`): in a template such as "X() takes 2 positional
     # arguments" the name is what tells one error from another
     (
@@ -392,8 +390,8 @@ def normalize(line: str) -> Normalized:
         aux += [f"input_{_device(m.group(1))}", f"weight_{_device(m.group(2))}"]
     if shape := key_shape(out):
         aux.append(f"sd:{shape}")
-    elif "in loading state_dict for" in out:  # the message without its keys: it names no cause
-        aux.append("sd:none")
+    elif "in loading state_dict for" in out:  # the message without its keys names no cause: keys
+        aux.append("sd:none")  # that point at one cause make it a lesser match (KIND_MISMATCH)
     for placeholder, label, pattern in RULES:
 
         def _sub(m: re.Match[str], placeholder: str = placeholder, label: str = label) -> str:

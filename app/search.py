@@ -55,9 +55,6 @@ LINE_DOUBT = 0.5  # share of the line picker's doubt (prose, warnings, earlier e
 UNDECIDED = TIE / 10  # tied entries the rest of the paste separates by less than this: no confident pick
 FILE_MISMATCH = 0.85  # a signature naming another library file than the paste's
 KIND_MISMATCH = 0.85  # a signature naming another kind of symbol or key list than the paste
-# a signature of "Error(s) in loading state_dict for X:" without keys (`sd:none`), when the paste's keys
-# point at one cause: the entry for that cause says more than one listing them all
-BARE_STATE_DICT = 0.75
 SIGNATURE_CACHE = 200_000  # signatures kept scored in memory (a few hundred bytes each)
 SAME_MESSAGE = 0.85  # share of the shorter signature's IDF weight the other must hold
 CONTEXT_CHARS = 20_000  # of a paste, read to order tied entries
@@ -730,7 +727,7 @@ class Searcher:
                 # and, when no library file agrees, the kind of symbol missing (normalize.SYMBOL_KINDS)
                 # or the shape of the keys a state_dict lacks or has to spare (normalize.key_shape)
                 if sig.kinds and q.kinds and not sig.kinds & q.kinds and not sig_files & q.aux:
-                    score *= BARE_STATE_DICT if "sd:none" in sig.kinds else KIND_MISMATCH
+                    score *= KIND_MISMATCH
                 score = round(score, 4)
                 if score <= 0.1:
                     continue

@@ -572,6 +572,8 @@ def test_a_warning_matched_whole_does_not_outrank_the_error_cut_short(searcher):
 @pytest.mark.parametrize(
     "paste",
     [
+        # a header whose point is on the lines below it
+        "RuntimeError: Error(s) in loading state_dict for UNet3D:",
         # the words every such message starts with: no particular one yet
         "RuntimeError: The size of tensor a",
         # cut before the part that tells two messages apart (a device, or a dtype, mismatch)
@@ -666,31 +668,3 @@ def test_search_the_sizes_in_an_error_line_help_order_tied_causes(searcher):
     result = searcher.search("ValueError: Expected input batch_size (544) to match target batch_size (512).")
     ranked = [(h.slug, h.score) for h in result.results[:3]]
     assert ranked[0][0] == "seq2seq-loss-batch-size-length-mismatch", ranked
-
-
-@pytest.mark.parametrize(
-    "keys, slug",
-    [
-        # keys that point at one cause: its entry, not the list of causes
-        (
-            '\tMissing key(s) in state_dict: "enc1.conv.weight", "enc1.conv.bias".\n'
-            '\tUnexpected key(s) in state_dict: "module.enc1.conv.weight", "module.enc1.conv.bias".',
-            "unexpected-module-prefix",
-        ),
-        (
-            '\tUnexpected key(s) in state_dict: "bn1.num_batches_tracked", "layer1.0.bn1.num_batches_tracked".',
-            "batchnorm-num-batches-tracked-key",
-        ),
-        # keys that could be any of several causes, or none printed: the entry that lists them all
-        (
-            '\tMissing key(s) in state_dict: "actor.mu.weight", "actor.mu.bias".',
-            "load-state-dict-missing-unexpected-keys",
-        ),
-        ("", "load-state-dict-missing-unexpected-keys"),
-    ],
-)
-def test_search_a_failed_load_state_dict_goes_where_its_keys_point(searcher, keys, slug):
-    # the class the weights were loaded into (here one no entry names) tells no cause apart
-    result = searcher.search(f"RuntimeError: Error(s) in loading state_dict for SACPolicy:\n{keys}")
-    ranked = [(h.slug, h.score) for h in result.results[:3]]
-    assert result.confident and ranked[0][0] == slug, ranked
