@@ -115,8 +115,8 @@ NTSTATUS = re.compile(r"\b0x(c0000[0-9a-f]{3})\b|(?<![\w.])(-10737\d{5}|3221\d{6
 
 
 def _ntstatus(m: re.Match[str]) -> str:
-    code = m.group(1) or f"{int(m.group(2)) % 2**32:08x}"
-    return f" ntstatus_{code.lower()} " if code.lower().startswith("c0000") else m.group(0)
+    code = (m.group(1) or f"{int(m.group(2)) % 2**32:08x}").lower()
+    return f" ntstatus_{code} " if code.startswith("c0000") else m.group(0)
 
 
 WORD = re.compile(r"[a-z0-9_]+")
@@ -128,6 +128,8 @@ SYMBOL_KINDS = (("string", re.compile(r"__cxx11|[EKR]Ss")), ("python", re.compil
 KEY_LIST = re.compile(r"(Missing|Unexpected) key\(s\) in state_dict:\s*((?:\"[^\"\n]*\"[\s,.]*)+)")
 KEY_LISTS_READ = 20_000  # characters of a paste from its first key list on
 WRAPPERS = ("module.", "_orig_mod.")  # DataParallel / DDP and torch.compile put these before every key
+# a model that is itself the wrapper: `module.` keys are its own (key_shape)
+WRAPPER_MODEL = re.compile(r"in loading state_dict for (?:Distributed)?DataParallel\b")
 # "Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same"
 INPUT_AND_WEIGHT = re.compile(r"Input type \(([^)]*)\) and weight type \(([^)]*)\)", re.I)
 
@@ -357,7 +359,7 @@ def key_shape(text: str) -> str | None:
         return "counters"
     wrapped = [all(k.startswith(WRAPPERS) for k in keys) for keys in (missing, unexpected) if keys]
     # (a model that is itself the wrapper has `module.` keys of its own: one list of them is not that)
-    itself = re.search(r"in loading state_dict for (?:Distributed)?DataParallel\b", text[:start])
+    itself = WRAPPER_MODEL.search(text[:start])
     if len(set(wrapped)) > 1 or (wrapped == [True] and not itself):
         return "wrapper"
     if missing and unexpected:

@@ -754,12 +754,18 @@ class Searcher:
         said = set(WORD.findall(paste.lower()))
         known = {w for w in said if w in texts.df}
 
+        # the matched line's words, left out of "the rest of the paste" (tied hits often share a line)
+        line_words = {
+            line: {w for w in WORD.findall(line.lower()) if not (w.isdigit() and len(w) > 2)}
+            for line in {h.line for h in tied}
+        }
+
         def key(h: Hit) -> float:
             title, body = texts.words(db, h.slug)
             # the rest of the paste: the words beyond the matched line (frames, code, prose)
             # (the values printed in the error line itself count: sizes such as 2048 or 514 name
             # the model, while the line's words are the message every tied entry shares)
-            rest = known - {w for w in WORD.findall(h.line.lower()) if not (w.isdigit() and len(w) > 2)}
+            rest = known - line_words[h.line]
             mass = sum(texts.idf(w) for w in rest)
             # (a paste with little beyond its error line says little: a word or two decide nothing)
             context = sum(texts.idf(w) for w in rest & body) / max(mass, CONTEXT_MASS) if mass else 0.0
