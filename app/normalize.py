@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 26
+VERSION = 27
 
 # GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
@@ -132,6 +132,14 @@ WRAPPERS = ("module.", "_orig_mod.")  # DataParallel / DDP and torch.compile put
 WRAPPER_MODEL = re.compile(r"in loading state_dict for (?:Distributed)?DataParallel\b")
 # "Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same"
 INPUT_AND_WEIGHT = re.compile(r"Input type \(([^)]*)\) and weight type \(([^)]*)\)", re.I)
+# torch's old type checks name both tensor types (`Expected object of type torch.FloatTensor but found
+# type torch.cuda.FloatTensor`, `expected type X but got Y`, `... backend CPU but got backend CUDA`) in
+# the same words whether a tensor was left on the CPU, two dtypes met, or a sparse tensor came in
+TYPE_PAIR = re.compile(
+    r"\bexpected (?:object of )?(?:type|backend)\s+(\S+?)\s+but (?:found|got)(?: type| backend)?\s+([\w.\[\]]+)",
+    re.I,
+)
+DTYPE_WORD = re.compile(r"bfloat16|float|double|half|long|int|short|byte|char|bool|complex", re.I)
 
 # `_pickle.UnpicklingError` is `pickle.UnpicklingError` raised from the C accelerator module
 PRIVATE_MODULE = re.compile(r"(?<![\w.])_([a-z]\w*)\.(?=[A-Z]\w*(?:Error|Exception|Warning)\b)")
@@ -338,6 +346,16 @@ def _device(tensor_type: str) -> str:
     return "gpu" if any(d in t for d in ("cuda", "mps", "xpu", "hip")) else "cpu"
 
 
+def _type_difference(expected: str, found: str) -> str | None:
+    """How two tensor types named by a type check differ: device, layout (sparse) or dtype."""
+    if _device(expected) != _device(found):
+        return "device"
+    if ("sparse" in expected.lower()) != ("sparse" in found.lower()):
+        return "layout"
+    dtypes = [m.group(0).lower() for t in (expected, found) if (m := DTYPE_WORD.search(t))]
+    return "dtype" if len(dtypes) == 2 and dtypes[0] != dtypes[1] else None
+
+
 def key_shape(text: str) -> str | None:
     """What a failed `load_state_dict` says of its keys, read from the lists it prints: one side
     wrapped (`module.`), one side under a prefix of its own, a checkpoint's own dict passed whole
@@ -390,6 +408,8 @@ def normalize(line: str) -> Normalized:
     # which side is on which device decides the fix, and the words of both directions are the same
     if m := INPUT_AND_WEIGHT.search(out):
         aux += [f"input_{_device(m.group(1))}", f"weight_{_device(m.group(2))}"]
+    if (m := TYPE_PAIR.search(out)) and (differ := _type_difference(m.group(1), m.group(2))):
+        aux.append(f"ty:{differ}")
     if shape := key_shape(out):
         aux.append(f"sd:{shape}")
     elif "in loading state_dict for" in out:  # the message without its keys names no cause: keys

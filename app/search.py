@@ -54,7 +54,7 @@ CONTEXT_MASS = 60.0  # IDF weight (about ten distinctive words) the rest of a pa
 LINE_DOUBT = 0.5  # share of the line picker's doubt (prose, warnings, earlier exceptions) a match keeps
 UNDECIDED = TIE / 10  # tied entries the rest of the paste separates by less than this: no confident pick
 FILE_MISMATCH = 0.85  # a signature naming another library file than the paste's
-KIND_MISMATCH = 0.85  # a signature naming another kind of symbol or key list than the paste
+KIND_MISMATCH = 0.85  # a signature naming another kind of symbol, key list or type difference than the paste
 SIGNATURE_CACHE = 200_000  # signatures kept scored in memory (a few hundred bytes each)
 SAME_MESSAGE = 0.85  # share of the shorter signature's IDF weight the other must hold
 CONTEXT_CHARS = 20_000  # of a paste, read to order tied entries
@@ -122,9 +122,9 @@ BARE_TYPES = ("error", "exception", "warning")  # "the error: ..." is prose, not
 EXC_TYPE = re.compile(r"(?:error|exception|warning|interrupt|exit)$")  # a token naming an exception type
 # aux tokens that are not names: small numbers (normalize.SMALL_INT), file names (normalize.file_tokens),
 # state_dict keys (`k:encoder`), and kinds: an undefined C++ symbol's (`sym:string`), a key list's shape
-# (`sd:wrapper`)
-NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$|p:|k:|sym:|sd:")
-KIND_AUX = ("sym:", "sd:")
+# (`sd:wrapper`), how two named tensor types differ (`ty:device`)
+NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$|p:|k:|sym:|sd:|ty:")
+KIND_AUX = ("sym:", "sd:", "ty:")
 DECISIVE_SHAPES = frozenset(["wrapper", "prefix", "container", "counters"])  # of normalize.key_shape
 STOPWORDS = frozenset(
     [
@@ -277,7 +277,7 @@ class QueryLine:
             t[2:] for t in n.aux if t.startswith("p:")
         }
         self.aux = set(n.aux)
-        self.kinds = {t for t in n.aux if t.startswith("sym:")}
+        self.kinds = {t for t in n.aux if t.startswith(("sym:", "ty:"))}
         # a paste's key lists are read together, whichever line holds them; only a shape that points
         # at one cause vetoes (keys missing on one side and others unexpected can be anything)
         if keys in DECISIVE_SHAPES and any(t.startswith("sd:") for t in n.aux):
@@ -725,7 +725,8 @@ class Searcher:
                 if sig_files and not sig_files & q.aux and any(t.startswith("p:") for t in q.aux):
                     score *= FILE_MISMATCH
                 # and, when no library file agrees, the kind of symbol missing (normalize.SYMBOL_KINDS)
-                # or the shape of the keys a state_dict lacks or has to spare (normalize.key_shape)
+                # the shape of the keys a state_dict lacks or has to spare (normalize.key_shape), or how two
+                # tensor types a type check names differ (normalize.TYPE_PAIR)
                 if sig.kinds and q.kinds and not sig.kinds & q.kinds and not sig_files & q.aux:
                     score *= KIND_MISMATCH
                 score = round(score, 4)

@@ -703,6 +703,38 @@ def test_which_side_is_on_the_gpu_is_kept():
 
 
 @pytest.mark.parametrize(
+    "message, kind",
+    [
+        (
+            "Expected object of type torch.FloatTensor but found type torch.cuda.FloatTensor for argument #2 'weight'",
+            "device",
+        ),
+        (
+            "Expected object of type Variable[torch.cuda.FloatTensor] but found type Variable[torch.FloatTensor] for argument #1 'mat2'",
+            "device",
+        ),
+        ("expected type torch.cuda.FloatTensor but got torch.FloatTensor", "device"),
+        ("Expected object of backend CUDA but got backend CPU for argument #2 'mat2'", "device"),
+        (
+            "Expected object of type torch.cuda.FloatTensor but found type torch.cuda.LongTensor for argument #2 'other'",
+            "dtype",
+        ),
+        ("expected type torch.cuda.FloatTensor but got torch.cuda.LongTensor", "dtype"),
+        ("Expected object of backend CPU but got backend SparseCPU for argument #2 'mat2'", "layout"),
+    ],
+)
+def test_which_way_two_named_tensor_types_differ_is_kept(message, kind):
+    # the old type checks print the same words for a tensor left on the CPU and for two dtypes mixed
+    n = normalize(f"RuntimeError: {message}")
+    assert [t for t in n.aux if t.startswith("ty:")] == [f"ty:{kind}"]
+
+
+def test_two_tensor_types_that_differ_in_nothing_read_say_no_kind():
+    n = normalize("RuntimeError: expected type Variable[CUDAType] but got Variable[CUDAType]")
+    assert not [t for t in n.aux if t.startswith("ty:")]
+
+
+@pytest.mark.parametrize(
     "symbol, kind",
     [
         ("_ZN3c105ErrorC1ENS_14SourceLocationESs", "sym:string"),  # the old ABI's std::string

@@ -280,6 +280,29 @@ def test_search_the_side_left_on_the_cpu_picks_the_cause(searcher, input_type, w
     assert other not in [s for s, _ in ranked], ranked
 
 
+@pytest.mark.parametrize(
+    "paste, slugs",
+    [
+        # the argument's name ('exponent') is the dtype entry's, the types say a tensor left on the CPU
+        (
+            "RuntimeError: Expected object of type torch.cuda.FloatTensor but found type torch.FloatTensor "
+            "for argument #2 'exponent'",
+            {"tensor-created-on-wrong-device"},
+        ),
+        # the argument's name ('mat2') is the device entry's, the types say two dtypes on one GPU
+        (
+            "RuntimeError: Expected object of type torch.cuda.LongTensor but found type torch.cuda.FloatTensor "
+            "for argument #2 'mat2'",
+            {"old-torch-no-type-promotion", "double-input-float-weights"},
+        ),
+    ],
+)
+def test_search_how_two_tensor_types_differ_picks_the_cause(searcher, paste, slugs):
+    result = searcher.search(paste)
+    ranked = [(h.slug, h.score) for h in result.results[:3]]
+    assert ranked[0][0] in slugs, ranked
+
+
 def test_search_library_file_named_in_the_paste_decides(searcher):
     # an extension's `undefined symbol` is not torchaudio's or torchvision's, though the words are the same
     result = searcher.search(
