@@ -278,7 +278,8 @@ PAIRED_QUOTES = ("`", '"')
 OTHER_QUOTES = re.compile(r"“([^”]{20,600})”|(?:^|(?<=[\s(:=\[]))'([^']{20,600})'(?=[\s.,;:)\]!?]|$)")
 QUOTED_MESSAGE = re.compile(r"^\s*\**\s*(?:\[\w+\]:?\s*)?([A-Za-z_].{19,599}?)\s*\**\s*$")  # (**bold** too)
 RAISED_MESSAGE = re.compile(
-    r"(?:\bwarn|\braise\s+[\w.]+|\b[A-Z]\w*(?:Error|Exception|Warning))\(\s*[frbu]?([\"'])(.{20,600}?)\1"
+    r"(?:(?:\bwarn|\braise\s+[\w.]+|\b[A-Z]\w*(?:Error|Exception|Warning))\(\s*|^\s*assert\b[^\n]*?,\s*)"
+    r"[frbu]?([\"'])(.{20,600}?)\1"
 )
 QUOTED_WORDS = 4
 WARN_CALL = re.compile(r"\bwarn(?:ings\.warn)?\(")

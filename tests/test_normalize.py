@@ -242,6 +242,15 @@ ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_r
         'AssertionError: assert all("masks" in t for t in targets)',
         ["-----"],
     ),
+    "traceback-cut-at-an-assert-with-a-message": (
+        "Training stops with this:\n\nTraceback (most recent call last):\n"
+        '  File "train.py", line 88, in step\n'
+        '    assert len(state["found_inf"]) > 0, "No inf checks were recorded for this optimizer."\n\n'
+        "My environment is the same as requirements.txt",
+        # (the copy stops before `AssertionError`: the assert's own message is the error)
+        "No inf checks were recorded for this optimizer.",
+        [],
+    ),
     "build-log-first-error-before-the-failed-step": (
         "/usr/local/cuda/bin/nvcc -DWITH_CUDA -c src/nms_kernel.cu -o build/nms_kernel.o\n"
         "nvcc fatal   : Unsupported gpu architecture 'compute_75'\n"
