@@ -85,7 +85,7 @@ PYTHON_TEMPLATE = re.compile(
     r"object is not (?:subscriptable|iterable|callable)|list index out of range|"
     r"takes \d+ positional arguments? but \d+ (?:was|were) given|got an unexpected keyword argument|"
     r"missing \d+ required positional arguments?|can only concatenate|cannot unpack non-iterable|"
-    r"(?:string|list) indices must be integers|unhashable type|object of type '[^']*' has no len|"
+    r"(?:string|list|tuple) indices must be integers(?: or slices)?|unhashable type|object of type '[^']*' has no len|"
     r"must be str, not",
     re.I,
 )

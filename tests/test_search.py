@@ -445,6 +445,8 @@ def test_a_hubs_links_to_other_causes_are_not_its_own_words():
         "TypeError: unsupported operand type(s) for +: 'int' and 'NoneType'",
         "TypeError: 'NoneType' object is not subscriptable",
         "TypeError: object of type 'SpeechDataset' has no len()",
+        # (the whole of Python's wording: "or slices" is the template too)
+        "TypeError: tuple indices must be integers or slices, not tuple",
     ],
 )
 def test_python_own_message_template_alone_is_not_confident(searcher, paste):
