@@ -54,7 +54,7 @@ FREE_TEXT = [  # (words a reader types, the entry they mean)
     (["num_batches_tracked", "missing", "key"], "batchnorm-num-batches-tracked-key"),
     (["learning", "rate", "warmup"], "lr-warmup-lambdalr-factor"),
     (["optimizer", "step", "before", "scheduler"], "scheduler-step-before-optimizer-step"),
-    (["cuda", "device", "assert"], "device-side-assert-index-out-of-range"),
+    (["device", "side", "assert", "triggered"], "device-side-assert-index-out-of-range"),
 ]
 
 
