@@ -286,19 +286,25 @@ def judge(outcome: Outcome, expect: Expect | None) -> tuple[bool | None, str]:
     return True, f"{got} as expected"
 
 
-# torch.multiprocessing's ProcessExitedException: "process 1 terminated with signal SIGABRT"
-_PROCESS_KILLED = re.compile(r"process \d+ terminated with signal \w+")
+# torch.multiprocessing's ProcessExitedException ("process 1 terminated with signal SIGABRT"), and a
+# DataLoader's ("DataLoader worker (pid 18362) is killed by signal: Segmentation fault."), which its
+# SIGCHLD handler can raise after the snippet, in the sandbox's own code
+_PROCESS_KILLED = re.compile(
+    r"process \d+ terminated with signal \w+|DataLoader worker \(pid(?:\(s\))? [\d, ]+\) is killed by signal: [\w ]+"
+)
 
 
 def died_by_signal(o: Outcome) -> str | None:
     """How a run that did not do what it should died, when a signal killed one of its processes:
-    a multi-process snippet can lose a teardown race (gloo aborting while a peer closes its socket)
-    that says nothing about the entry. None for every other outcome."""
+    a multi-process snippet can lose a teardown race (gloo aborting while a peer closes its socket,
+    a DataLoader's SIGCHLD handler raising outside the snippet) that says nothing about the entry.
+    None for every other outcome."""
     if o.get("expected") is not False:
         return None
     if o.get("signal"):
         return f"killed by {o['signal']}"
-    found = _PROCESS_KILLED.search(f"{o.get('message') or ''}\n{o.get('traceback') or ''}")
+    said = (str(o.get(k) or "") for k in ("message", "traceback", "reason"))
+    found = _PROCESS_KILLED.search("\n".join(said))
     return found.group(0) if found else None
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from app.sandbox import wire
-from app.sandbox.contracts import Limits, as_outcome
+from app.sandbox.contracts import Limits, as_outcome, blank, died_by_signal
 from app.sandbox.pool import PoolFull
 
 from .conftest import _named
@@ -340,3 +340,32 @@ def test_pool_closed_while_a_spare_warms_up_logs_no_failure(caplog):
         assert p._warming, "no spare started warming up"
         p.close()
     assert "failed to warm up" not in caplog.text, caplog.text
+
+
+@pytest.mark.parametrize(
+    "outcome, why",
+    [
+        # torch.multiprocessing's report of a child's death (a gloo teardown race), in the exception
+        (
+            {**blank("raised", "expected ok"), "message": "process 1 terminated with signal SIGABRT"},
+            "process 1 terminated with signal SIGABRT",
+        ),
+        # a DataLoader's SIGCHLD handler raising after the snippet, in the sandbox's own code
+        (
+            blank(
+                "crashed",
+                "the sandbox process failed before the snippet ran: RuntimeError: DataLoader worker "
+                "(pid 18362) is killed by signal: Segmentation fault.",
+            ),
+            "DataLoader worker (pid 18362) is killed by signal: Segmentation fault",
+        ),
+    ],
+)
+def test_a_part_one_of_whose_processes_a_signal_killed_says_which(outcome, why):
+    assert died_by_signal({**outcome, "expected": False}) == why
+
+
+def test_a_part_that_failed_otherwise_was_not_killed_by_a_signal():
+    assert died_by_signal({**blank("raised", "RuntimeError: shapes differ"), "expected": False}) is None
+    killed = {**blank("crashed", "process 1 terminated with signal SIGABRT"), "expected": True}
+    assert died_by_signal(killed) is None  # (it did what the entry says)
