@@ -125,6 +125,7 @@ EXC_TYPE = re.compile(r"(?:error|exception|warning|interrupt|exit)$")  # a token
 # (`sd:wrapper`), how two named tensor types differ (`ty:device`)
 NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$|p:|k:|sym:|sd:|ty:")
 KIND_AUX = ("sym:", "sd:", "ty:")
+LINE_KINDS = ("sym:", "ty:")  # the kinds a line says alone (a key list's shape is read from the whole paste)
 DECISIVE_SHAPES = frozenset(["wrapper", "prefix", "container", "counters"])  # of normalize.key_shape
 STOPWORDS = frozenset(
     [
@@ -277,7 +278,7 @@ class QueryLine:
             t[2:] for t in n.aux if t.startswith("p:")
         }
         self.aux = set(n.aux)
-        self.kinds = {t for t in n.aux if t.startswith(("sym:", "ty:"))}
+        self.kinds = {t for t in n.aux if t.startswith(LINE_KINDS)}
         # a paste's key lists are read together, whichever line holds them; only a shape that points
         # at one cause vetoes (keys missing on one side and others unexpected can be anything)
         if keys in DECISIVE_SHAPES and any(t.startswith("sd:") for t in n.aux):
