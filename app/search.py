@@ -122,10 +122,11 @@ BARE_TYPES = ("error", "exception", "warning")  # "the error: ..." is prose, not
 EXC_TYPE = re.compile(r"(?:error|exception|warning|interrupt|exit)$")  # a token naming an exception type
 # aux tokens that are not names: small numbers (normalize.SMALL_INT), file names (normalize.file_tokens),
 # state_dict keys (`k:encoder`), and kinds: an undefined C++ symbol's (`sym:string`), a key list's shape
-# (`sd:wrapper`), how two named tensor types differ (`ty:device`)
-NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$|p:|k:|sym:|sd:|ty:")
+# (`sd:wrapper`), how two named tensor types differ (`ty:device`); the module an import missed (`qd:`)
+NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$|p:|k:|qd:|sym:|sd:|ty:")
 KIND_AUX = ("sym:", "sd:", "ty:")
 LINE_KINDS = ("sym:", "ty:")  # the kinds a line says alone (a key list's shape is read from the whole paste)
+DOTTED = "qd:"  # the module an import missed, whole (normalize.MISSING_MODULE): it tells modules apart only
 DECISIVE_SHAPES = frozenset(["wrapper", "prefix", "container", "counters"])  # of normalize.key_shape
 STOPWORDS = frozenset(
     [
@@ -267,7 +268,7 @@ class QueryLine:
             if fixed:
                 typos.add(fixed)
         self.words = tokens  # in the order the line says them
-        self.tokens = tokens + n.aux
+        self.tokens = tokens + [t for t in n.aux if not t.startswith(DOTTED)]  # (no posting lists)
         w = index.weights(tokens, n.aux)
         for t in typos:
             w[t] *= TYPO_WEIGHT
@@ -279,6 +280,7 @@ class QueryLine:
         }
         self.aux = set(n.aux)
         self.kinds = {t for t in n.aux if t.startswith(LINE_KINDS)}
+        self.dotted = {t[3:] for t in n.aux if t.startswith(DOTTED)}
         # a paste's key lists are read together, whichever line holds them; only a shape that points
         # at one cause vetoes (keys missing on one side and others unexpected can be anything)
         if keys in DECISIVE_SHAPES and any(t.startswith("sd:") for t in n.aux):
@@ -358,6 +360,7 @@ class SignatureInfo:
     names: frozenset[str]  # those and its file names
     python_template: bool  # it holds one of Python's own message templates
     kinds: frozenset[str]  # the kind of undefined C++ symbol or shape of key list it names (KIND_AUX)
+    dotted: frozenset[str]  # the module its import error names, whole (`torch.cuda.amp`)
 
 
 class SignatureIndex:
@@ -367,7 +370,7 @@ class SignatureIndex:
         postings: dict[str, array[int]] = {}
         sizes: dict[int, int] = {}
         for sid, tokens, aux in rows:
-            words = set(tokens.split()) | set(aux.split())
+            words = set(tokens.split()) | {t for t in aux.split() if not t.startswith(DOTTED)}
             sizes[sid] = len(words)
             for t in words:
                 postings.setdefault(t, array("i")).append(sid)
@@ -430,6 +433,7 @@ class SignatureIndex:
                     frozenset(t for t in aux_set if not NUMBER_AUX.match(t) or t.startswith(("p:", "k:"))),
                     bool(PYTHON_TEMPLATE.search(text)),
                     frozenset(t for t in aux_set if t.startswith(KIND_AUX)),
+                    frozenset(t[3:] for t in aux_set if t.startswith(DOTTED)),
                 )
             if len(cache) < SIGNATURE_CACHE:
                 cache.update(fetched)
@@ -468,7 +472,8 @@ class SignatureIndex:
         idf, unknown = self.idf, self.idf_unknown
         w = {t: idf.get(t, unknown) for t in tokens}
         for t in aux:
-            if not t.startswith(KIND_AUX):  # a kind only vetoes (KIND_MISMATCH), it adds no likeness
+            # a kind only vetoes (KIND_MISMATCH), a missing module only tells modules apart: no likeness
+            if not t.startswith((*KIND_AUX, DOTTED)):
                 w.setdefault(t, AUX_WEIGHT * idf.get(t, unknown))
         return w
 
@@ -707,6 +712,15 @@ class Searcher:
                     # share of names that differ; naming fewer (a truncated paste) is no conflict
                     floor = QUOTED_MISMATCH if words <= GENERIC_WORDS else QUOTED_MISMATCH_LONG
                     agree = len(sig_quoted & q.quoted) / min(len(sig_quoted), len(q.quoted))
+                    # a missing module under the package the signature quotes is another module
+                    # ("No module named 'torch._dynamo'" is not "... named 'torch'": torch is there);
+                    # one deeper than a module the signature names may be any of its parts
+                    if any(
+                        d.split(".")[0] in sig_quoted
+                        and not any(d == s or d.startswith(f"{s}.") for s in sig.dotted)
+                        for d in q.dotted
+                    ):
+                        agree = 0.0
                     score *= floor + (1 - floor) * agree
                 # a short signature says too little alone, unless the names or files it quotes agree
                 # or it holds a rare word (`CUFFT_INTERNAL_ERROR`)

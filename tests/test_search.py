@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+CONTENT = Path(__file__).resolve().parents[1] / "content"
 
 # (paste, slug that must come first, or a tuple of entries that all explain it). Each differs from the entry's signatures in its volatile parts.
 PASTES = {
@@ -454,6 +458,21 @@ def test_python_own_message_template_alone_is_not_confident(searcher, paste):
     # names) is a guess for a paste that shares nothing else with it
     result = searcher.search(paste)
     assert result.results and not result.confident
+
+
+@pytest.mark.parametrize("module", ["torch._dynamo", "torch.ao.quantization", "torchvision.trasnforms"])
+def test_a_missing_submodule_is_not_its_missing_package(searcher, module):
+    # "No module named 'torch'" is a Python without torch; "... named 'torch._dynamo'" is a torch without
+    # that module (too old, or a typo). With the entries that name the module itself hidden, an entry
+    # about the package missing whole is no confident answer
+    naming = frozenset(
+        p.stem for p in CONTENT.glob("*/*.toml") if f"named '{module}'" in p.read_text(encoding="utf-8")
+    )
+    result = searcher.search(f"ModuleNotFoundError: No module named '{module}'", hide=naming)
+    assert not result.confident, [(h.slug, h.score, h.matched) for h in result.results[:3]]
+    # the package itself, and a module an entry names, stay confident
+    assert searcher.search("ModuleNotFoundError: No module named 'torch'").confident
+    assert searcher.search("ModuleNotFoundError: No module named 'torch._six'").confident
 
 
 def test_python_template_with_the_names_that_decide_stays_confident(searcher):
