@@ -50,6 +50,9 @@ QUOTED = "_q_"  # a quoted name's placeholder
 WHOLE_THEN_PROSE = 0.9  # a line holding a whole signature in a sentence of the user's
 TRUNCATED = 0.85  # a line that is a signature's first words, cut off (a log viewer's width, a title)
 TRUNCATED_MASS = 20.0  # IDF weight those words need (about four distinctive ones)
+SLOT_WORDS = 3  # words a template's unquoted slot (a model name, a file) may take on either side
+SLOT_TYPO = 66  # rapidfuzz ratio at which a slot's word is the signature's, mistyped (`kernal`, `cxt`)
+NAME_LIKE = re.compile(r"[_\d]")  # an identifier, not a word of English
 CONTEXT_MASS = 60.0  # IDF weight (about ten distinctive words) the rest of a paste needs to count in full
 LINE_DOUBT = 0.5  # share of the line picker's doubt (prose, warnings, earlier exceptions) a match keeps
 UNDECIDED = TIE / 10  # tied entries the rest of the paste separates by less than this: no confident pick
@@ -332,6 +335,38 @@ class QueryLine:
         ):
             return False
         said = {t for t in words if not t.startswith("_") and not EXC_TYPE.search(t)}
+        return sum(sig_w.get(t, 0.0) for t in said) >= TRUNCATED_MASS
+
+    def fills_slot(self, sig_tokens: list[str], sig_w: dict[str, float], known: dict[str, float]) -> bool:
+        """The line is the signature word for word but for one run of a few words inside it, where
+        the user's own name stands ("Cannot find callable dinov2_vits14 in hubconf" for "... callable
+        custom in ..."): the same template with its unquoted slot filled differently. The words
+        around the slot must say enough to stand alone, on both sides of it."""
+        words, sig_tokens = self.aligned(sig_tokens)
+        if not words or words == sig_tokens:
+            return False
+        head = 0
+        for a, b in zip(words, sig_tokens, strict=False):
+            if a != b:
+                break
+            head += 1
+        tail = 0
+        for a, b in zip(reversed(words[head:]), reversed(sig_tokens[head:]), strict=False):
+            if a != b:
+                break
+            tail += 1
+        mine, theirs = len(words) - head - tail, len(sig_tokens) - head - tail
+        if not (head and tail and 1 <= mine <= SLOT_WORDS and 1 <= theirs <= SLOT_WORDS):
+            return False
+        # the user's slot holds a name (`dinov2_vits14`, `cxt`), or the signature's word mistyped; a
+        # plain word there ("can only join a started process" for "... a child process") is another message
+        slot, theirs_slot = " ".join(words[head : len(words) - tail]), " ".join(sig_tokens[head : len(sig_tokens) - tail])
+        if any(t in known for t in words[head : len(words) - tail]) or not (
+            NAME_LIKE.search(slot) or fuzz.ratio(slot, theirs_slot) >= SLOT_TYPO
+        ):
+            return False
+        kept = sig_tokens[:head] + sig_tokens[len(sig_tokens) - tail :]
+        said = {t for t in kept if not t.startswith("_") and not EXC_TYPE.search(t)}
         return sum(sig_w.get(t, 0.0) for t in said) >= TRUNCATED_MASS
 
     def beyond_python(self) -> frozenset[str]:
@@ -699,7 +734,7 @@ class Searcher:
                 sim = similarity(q.weights, sig_w, q.known_mass)
                 if q.says_whole(sig_tokens):
                     sim = max(sim, WHOLE_THEN_PROSE)
-                elif sim < TRUNCATED and q.starts_signature(sig_tokens, sig_w):
+                elif sim < TRUNCATED and (q.starts_signature(sig_tokens, sig_w) or q.fills_slot(sig_tokens, sig_w, index.idf)):
                     sim = TRUNCATED
                 # how sure the picker is that a line is the error orders lines, but the match decides:
                 # a whole message in a sentence around it is that error
