@@ -360,7 +360,10 @@ class QueryLine:
             return False
         # the user's slot holds a name (`dinov2_vits14`, `cxt`), or the signature's word mistyped; a
         # plain word there ("can only join a started process" for "... a child process") is another message
-        slot, theirs_slot = " ".join(words[head : len(words) - tail]), " ".join(sig_tokens[head : len(sig_tokens) - tail])
+        slot, theirs_slot = (
+            " ".join(words[head : len(words) - tail]),
+            " ".join(sig_tokens[head : len(sig_tokens) - tail]),
+        )
         if any(t in known for t in words[head : len(words) - tail]) or not (
             NAME_LIKE.search(slot) or fuzz.ratio(slot, theirs_slot) >= SLOT_TYPO
         ):
@@ -734,7 +737,9 @@ class Searcher:
                 sim = similarity(q.weights, sig_w, q.known_mass)
                 if q.says_whole(sig_tokens):
                     sim = max(sim, WHOLE_THEN_PROSE)
-                elif sim < TRUNCATED and (q.starts_signature(sig_tokens, sig_w) or q.fills_slot(sig_tokens, sig_w, index.idf)):
+                elif sim < TRUNCATED and (
+                    q.starts_signature(sig_tokens, sig_w) or q.fills_slot(sig_tokens, sig_w, index.idf)
+                ):
                     sim = TRUNCATED
                 # how sure the picker is that a line is the error orders lines, but the match decides:
                 # a whole message in a sentence around it is that error

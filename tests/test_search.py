@@ -712,3 +712,25 @@ def test_search_the_sizes_in_an_error_line_help_order_tied_causes(searcher):
     result = searcher.search("ValueError: Expected input batch_size (544) to match target batch_size (512).")
     ranked = [(h.slug, h.score) for h in result.results[:3]]
     assert ranked[0][0] == "seq2seq-loss-batch-size-length-mismatch", ranked
+
+
+@pytest.mark.parametrize(
+    "paste, slug",
+    [
+        # torch.hub names the entry point unquoted: the user's model name stands where the signature has its own
+        ("RuntimeError: Cannot find callable resnet50_v2_ssl in hubconf", "torch-hub-repo-ref-and-cache"),
+        ("RuntimeError: Cannot find callable dinov2_vitb14_lc in hubconf", "torch-hub-repo-ref-and-cache"),
+    ],
+)
+def test_the_users_own_name_in_an_unquoted_slot_is_that_message(searcher, paste, slug):
+    result = searcher.search(paste)
+    assert result.confident and result.results[0].slug == slug, [
+        (h.slug, h.score) for h in result.results[:3]
+    ]
+
+
+def test_a_plain_word_in_a_templates_slot_is_another_message(searcher):
+    # "can only join a started process" is Python's check before a process ever ran, not the forked
+    # DataLoader iterator's "can only join a child process": one word apart, another cause
+    result = searcher.search("AssertionError: can only join a started process")
+    assert not result.confident
