@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 28
+VERSION = 29
 
 # GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
@@ -191,20 +191,25 @@ TRACEBACK_END = re.compile(
     r"^((?:[A-Za-z_]\w*\.)+[A-Z]\w*|Exception|BaseException|StopIteration|StopAsyncIteration|"
     r"KeyboardInterrupt|SystemExit|GeneratorExit)(?::\s*(.*))?$"
 )
+# (Windows has no signals: a native crash is an NTSTATUS exit code, `-1073741819 (0xC0000005)` in an
+# IDE's `Process finished with exit code ...`, `3221225477` unsigned)
+NATIVE_CRASH_EXIT = r"exit code (?:-10737\d{5}|3221\d{6})\b"
 SIGNAL_LINE = re.compile(
     r"Assertion `|CUDA error|CUDNN_STATUS|CUBLAS_STATUS|NCCL (?:error|WARN)|Watchdog caught|"
     r"killed by signal|bus error|Segmentation fault|core dumped|out of memory|is deprecated|"
     r"Error\(s\) in|Missing key|Unexpected key|size mismatch for|undefined symbol|"
     r"cannot open shared object|DLL load failed|not implemented for '|no kernel image|"
     r"not compatible with the current PyTorch|cuda runtime error|THCudaCheck FAIL|"
-    r"INTERNAL ASSERT FAILED|Expected .+ but got|must match the size|shapes cannot be multiplied",
+    r"INTERNAL ASSERT FAILED|Expected .+ but got|must match the size|shapes cannot be multiplied|"
+    + NATIVE_CRASH_EXIT,
     re.I,
 )
 # a C++ exception's backtrace (`frame #0: c10::Error::Error(...)`, from torch 1.5 under `Exception
 # raised from f at file.cpp:12`): the line above it is the exception's message, whatever its words
 CPP_BACKTRACE = re.compile(r"^\s*(?:frame #0:|Exception raised from \S+ at )")
 CRASH_LINE = re.compile(
-    r"Segmentation fault|core dumped|Illegal instruction|^(?:zsh: )?(?:Killed|Aborted)\b", re.I
+    rf"Segmentation fault|core dumped|Illegal instruction|^(?:zsh: )?(?:Killed|Aborted)\b|{NATIVE_CRASH_EXIT}",
+    re.I,
 )
 # how sure the picker is of lines beside a recognised error line (chosen on eval/wild, not held-out)
 CRASH_AFTER_ERROR = 0.7  # a crash line: the process died of that error
@@ -244,7 +249,7 @@ NOISE = re.compile(
     r"Traceback \(most recent call last\)|^\s*Exception ignored in|During handling of the above exception|"
     r"The above exception was the direct cause|Closing remaining open files|python-BaseException|"
     r"Error in atexit\._run_exitfuncs|^\s*Exception raised from \S+ at \S+|^\s*\(no backtrace available\)\s*$|"
-    r"^\s*wandb:|Process finished with exit code|"
+    r"^\s*wandb:|Process finished with exit code (?!-10737\d{5}|3221\d{6})|"  # (a crash code: CRASH_LINE)
     r"^\s*(?:Error|Exception|Warning)s?\s*(?:message|type|details)?\s*:?\s*$|"
     # pip's wrapper around a failed build: the error is in the output it shows
     r"^\s*error: (?:subprocess-exited-with-error|metadata-generation-failed)\s*$|^\s*\[end of output\]\s*$|"

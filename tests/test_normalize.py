@@ -94,6 +94,25 @@ python-BaseException""",
         "RuntimeError: shape '[-1, 10]' is invalid for input of size 7",
         ["python-BaseException"],
     ),
+    # Windows has no signals: PyCharm's last line is the native crash, as an NTSTATUS exit code
+    "pycharm-native-crash": (
+        """Epoch 51/100:   0%|          | 0/18 [00:00<?, ?it/s]Start Train
+
+Process finished with exit code -1073741819 (0xC0000005)
+What is the reason for this?""",
+        "Process finished with exit code -1073741819 (0xC0000005)",
+        [],
+    ),
+    # ... while an ordinary exit code under a traceback is only the run ending
+    "pycharm-exit-code-1": (
+        """Traceback (most recent call last):
+  File "C:/work/main.py", line 3, in <module>
+RuntimeError: shape '[-1, 10]' is invalid for input of size 7
+
+Process finished with exit code 1""",
+        "RuntimeError: shape '[-1, 10]' is invalid for input of size 7",
+        ["Process finished"],
+    ),
     "exception-ignored-after": (
         """RuntimeError: DataLoader worker (pid(s) 1234) exited unexpectedly
 Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f>
@@ -646,6 +665,11 @@ BESIDE = {
         "RuntimeError: Couldn't find appropriate backend to handle uri a.wav and format None.",
         'warnings.warn("torch.nn.utils.weight_norm is deprecated in favor of '
         'torch.nn.utils.parametrizations.weight_norm.")',
+    ),
+    "native-crash-after-traceback": (
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n\n"
+        "Process finished with exit code -1073740791 (0xC0000409)",
+        "Process finished with exit code -1073740791 (0xC0000409)",
     ),
     "log-line-above-own-raise": (
         "No CUDA runtime is found, using CUDA_HOME='/usr/local/cuda'\n"
