@@ -181,9 +181,11 @@ FILE_NOISE = frozenset(
 
 # Lines that carry the error: `ExcType: message` anywhere (after timestamps or `file.py:12:`),
 # CUDA kernel assertions, NCCL/CUDA error lines, and bare exception names.
+# (after a space or a quote, or straight after words of a language written without spaces: `报了这个错误AssertionError:`)
 EXC_LINE = re.compile(
-    r"(?:^|[\s:\[(>`*'\"])((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Warning|Interrupt|Failure))"
-    r"(?::\s*(.*))?$"
+    r"(?:^|[\s:\[(>`*'\"\u3000-\u9fff\uac00-\ud7af\uff00-\uffef])"
+    r"((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Warning|Interrupt|Failure))"
+    r"(?:[:：]\s*(.*))?$"  # (a full-width colon too, typed with a Chinese or Japanese input method)
 )
 # the line that ends a traceback: its exception, also when the class isn't named `...Error`
 # (`zipfile.BadZipFile`, `torch._dynamo.exc.Unsupported`, a bare `StopIteration`)

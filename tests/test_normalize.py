@@ -113,6 +113,21 @@ Process finished with exit code 1""",
         "RuntimeError: shape '[-1, 10]' is invalid for input of size 7",
         ["Process finished"],
     ),
+    # Chinese and Japanese prose runs into the exception with no space, and an input method types a
+    # full-width colon after it
+    "cjk-prose-runs-into-type": (
+        """你好，我在训练的时候报了这个错误AssertionError:
+The NVIDIA driver on your system is too old (found version 9010).
+
+(pvnet) user@host:~/clean-pvnet$ nvidia-smi""",
+        "AssertionError: The NVIDIA driver on your system is too old (found version 9010).",
+        [],
+    ),
+    "full-width-colon": (
+        "运行时报错ValueError：Expected 2D (unbatched) or 3D (batched) input to conv1d, but got input of size: [2, 1, 3, 16]",
+        "ValueError：Expected 2D (unbatched) or 3D (batched) input to conv1d, but got input of size: [2, 1, 3, 16]",
+        [],
+    ),
     "exception-ignored-after": (
         """RuntimeError: DataLoader worker (pid(s) 1234) exited unexpectedly
 Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f>
