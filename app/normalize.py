@@ -215,6 +215,7 @@ CRASH_LINE = re.compile(
 )
 # how sure the picker is of lines beside a recognised error line (chosen on eval/wild, not held-out)
 CRASH_AFTER_ERROR = 0.7  # a crash line: the process died of that error
+SOURCE_THEN_ERROR = 0.96  # an exception line read with the source line that raised it
 EARLIER_IN_CHAIN = 0.85  # an exception the last one follows or wraps (a TorchScript wrapper)
 WARNING_BESIDE_ERROR = 0.7  # a warning: rarely the question
 PLAIN_BESIDE_ERROR = 0.7  # a plain line: a weak second opinion ...
@@ -246,6 +247,7 @@ FRAME = re.compile(
 WARNING_LINE = re.compile(r"^(?:[\w.]*Warning\b|[\w.]+(?:\([\w.]+\))?:\s*Warning\b|WARNING\b\s*[:\]])")
 SAYS_WARNING = re.compile(r"^(?:Warning|WARNING)\s*[,:]\s*\S")  # `Warning, cannot find ...`: a warning line
 SOURCE_OF = re.compile(r"^\s*File [\"'].*line \d+")
+CARETS = re.compile(r"^\s*[\^~]+\s*$")  # Python's marks under the failing expression
 # Lines that look like errors but only frame one: traceback headers, chain separators, shutdown noise.
 NOISE = re.compile(
     r"Traceback \(most recent call last\)|^\s*Exception ignored in|During handling of the above exception|"
@@ -469,6 +471,8 @@ class Extracted:
         default_factory=list
     )  # per line: the paste line it comes from (variants share one)
     keys: str | None = None  # the paste's state_dict key lists, read together (key_shape)
+    # an exception line read with the source line that raised it -> the exception line alone
+    raised_by: dict[str, str] = field(default_factory=dict)
 
 
 def _unfolded(line: str) -> list[str]:
@@ -532,6 +536,18 @@ def _message_after(lines: list[str], i: int) -> list[str]:
             break
         more.append(s)
     return more
+
+
+def _failing_source(lines: list[str], i: int) -> str | None:
+    """The source line of the frame right above line i (`    magic_number = pickle_module.load(f)`
+    under its `File "...", line 1, in ...`), carets and tildes under it skipped: where a bare
+    Python error (`EOFError: Ran out of input`, `SyntaxError: invalid syntax`) was raised says which."""
+    j = i - 1
+    while j >= 1 and CARETS.match(lines[j]):
+        j -= 1
+    if j >= 1 and lines[j].strip() and SOURCE_OF.match(lines[j - 1]) and not FRAME.match(lines[j]):
+        return lines[j].strip()
+    return None
 
 
 def _assert_source(lines: list[str], i: int) -> str | None:
@@ -642,6 +658,7 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     ]
     frames = sum(1 for ln in lines if FRAME.match(ln))
     found: list[tuple[float, str, float]] = []  # (position, text, weight)
+    raised_by: dict[str, str] = {}
     headers: list[tuple[int, str]] = []
     reported: list[tuple[float, str, float]] = []  # messages an application reported (APP_REPORTS)
     for i, ln in enumerate(lines):
@@ -674,6 +691,11 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
                 if inside := _inside_quotes(line):
                     found.append((i, inside, 1.0))
                 found.append((i, line, 1.0))
+                if source := _failing_source(
+                    lines, i
+                ):  # (after the line itself: it gathers candidates first)
+                    raised_by[with_source := f"{source} {line}"[:JOIN_CHARS]] = line
+                    found.append((i + 0.3, with_source, SOURCE_THEN_ERROR))
                 if more:
                     found.append((i + 0.5, f"{line} {' '.join(more)}"[:JOIN_CHARS], 0.97))
         elif c := COMPILER_ERROR.match(s):
@@ -768,4 +790,4 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
         if len(picked) >= max_lines:
             break
     free = " ".join(ln.strip() for ln in lines if ln.strip() and not FRAME.match(ln))[:2000]
-    return Extracted(picked, free, frames, plain, groups, key_shape(cleaned))
+    return Extracted(picked, free, frames, plain, groups, key_shape(cleaned), raised_by)

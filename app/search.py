@@ -49,6 +49,7 @@ TIE_MATCH_WEIGHT = 0.5  # how much a tied entry's better match counts against th
 QUOTED = "_q_"  # a quoted name's placeholder
 WHOLE_THEN_PROSE = 0.9  # a line holding a whole signature in a sentence of the user's
 TRUNCATED = 0.85  # a line that is a signature's first words, cut off (a log viewer's width, a title)
+SOURCE_GAIN = 0.25  # what the source line that raised an error can add to the error's own match
 TRUNCATED_MASS = 20.0  # IDF weight those words need (about four distinctive ones)
 SLOT_WORDS = 3  # words a template's unquoted slot (a model name, a file) may take on either side
 SLOT_TYPO = 66  # rapidfuzz ratio at which a slot's word is the signature's, mistyped (`kernal`, `cxt`)
@@ -289,6 +290,7 @@ class QueryLine:
         if keys in DECISIVE_SHAPES and any(t.startswith("sd:") for t in n.aux):
             self.kinds.add(f"sd:{keys}")
         self._beyond_python: frozenset[str] | None = None
+        self.alone: QueryLine | None = None  # for an exception line read with its source line: the line alone
 
     def aligned(self, sig_tokens: list[str]) -> tuple[list[str], list[str]]:
         """The line's words from where the signature begins, and the signature as the line may say
@@ -528,7 +530,8 @@ class SignatureIndex:
         # the first MAX_LINES paste lines, each with its variants (a warning with the source line
         # echoed under it is two readings of one line, not two of the four)
         first = set(list(dict.fromkeys(q.group for q in lines))[:MAX_LINES])
-        shown = [q for q in lines if q.group in first]
+        # (an error line read with its source line gathers nothing of its own: the error alone does)
+        shown = [q for q in lines if q.group in first and q.alone is None]
         for i, q in enumerate(shown):
             tokens = {t for t in q.tokens if t in postings}
             score: dict[int, float] = {}
@@ -656,8 +659,13 @@ class Searcher:
         lines = []
         for (line, weight), group in zip(ex.lines, ex.groups, strict=True):
             n = normalize(line)
-            ignored.update(n.ignored)
+            if line not in ex.raised_by:  # (that one is another line read again)
+                ignored.update(n.ignored)
             lines.append(QueryLine(line, weight, n, index, group, ex.keys))
+        by_text = {q.text: q for q in lines}
+        for q in lines:
+            if q.text in ex.raised_by:
+                q.alone = by_text.get(ex.raised_by[q.text])
         if ex.frames:
             ignored["traceback frame"] = ex.frames
         hits = self._by_signature(db, index, lines) if lines else {}
@@ -741,6 +749,10 @@ class Searcher:
                     q.starts_signature(sig_tokens, sig_w) or q.fills_slot(sig_tokens, sig_w, index.idf)
                 ):
                     sim = TRUNCATED
+                if q.alone is not None:
+                    # the source line backs a match the error itself makes, never makes one alone
+                    # (`from torch._C import *` is above every error importing torch can raise)
+                    sim = min(sim, similarity(q.alone.weights, sig_w, q.alone.known_mass) + SOURCE_GAIN)
                 # how sure the picker is that a line is the error orders lines, but the match decides:
                 # a whole message in a sentence around it is that error
                 score = sim * (1 - LINE_DOUBT * (1 - q.weight))

@@ -128,6 +128,15 @@ The NVIDIA driver on your system is too old (found version 9010).
         "ValueError：Expected 2D (unbatched) or 3D (batched) input to conv1d, but got input of size: [2, 1, 3, 16]",
         [],
     ),
+    # the error is offered alone first; read with the source line that raised it, second
+    "source-line-then-error": (
+        """  File "/x/y.py", line 12
+    t.cuda(async=self.use_cuda)
+               ^
+SyntaxError: invalid syntax""",
+        "SyntaxError: invalid syntax",
+        [],
+    ),
     "exception-ignored-after": (
         """RuntimeError: DataLoader worker (pid(s) 1234) exited unexpectedly
 Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f>
@@ -469,7 +478,9 @@ def test_line_picker_finds_the_error_line(name):
     ex = extract(paste)
     assert ex.lines, name
     assert ex.lines[0][0] == first, ex.lines[:3]
-    offered = [line for line, _ in ex.lines]
+    offered = [
+        line for line, _ in ex.lines if line not in ex.raised_by
+    ]  # (not the error read with its source)
     for line in absent:
         assert all(line not in o for o in offered), (line, offered)
 
@@ -861,7 +872,7 @@ def test_traceback_inside_an_escaped_string_is_read_as_one():
         "NotImplementedError: \"_amp_foreach_non_finite_check_and_unscale_cuda\" not implemented for 'BFloat16'"
         in offered
     )
-    assert ex.frames == 1 and not any("scaler.step" in o for o in offered)
+    assert ex.frames == 1 and not any("scaler.step" in o for o in offered if o not in ex.raised_by)
     # a Windows path is no escaped newline
     assert extract('OSError: cannot open "C:\\new\\nets\\model.pt"').lines[0][0].endswith('nets\\model.pt"')
 
@@ -975,3 +986,12 @@ def test_the_state_dict_message_without_keys_says_it_names_no_key_shape():
     assert "sd:none" in normalize("RuntimeError: Error(s) in loading state_dict for SACPolicy:").aux
     with_keys = normalize('Error(s) in loading state_dict for Net: Missing key(s) in state_dict: "fc.weight"')
     assert "sd:missing" in with_keys.aux and "sd:none" not in with_keys.aux
+
+
+def test_an_error_is_also_offered_with_the_source_line_that_raised_it():
+    paste = FORMATS["source-line-then-error"][0]
+    ex = extract(paste)
+    joined = "t.cuda(async=self.use_cuda) SyntaxError: invalid syntax"
+    assert [line for line, _ in ex.lines] == ["SyntaxError: invalid syntax", joined]
+    assert ex.raised_by == {joined: "SyntaxError: invalid syntax"}
+    assert ex.groups[0] == ex.groups[1]  # one line of the paste, read two ways

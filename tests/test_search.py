@@ -734,3 +734,32 @@ def test_a_plain_word_in_a_templates_slot_is_another_message(searcher):
     # DataLoader iterator's "can only join a child process": one word apart, another cause
     result = searcher.search("AssertionError: can only join a started process")
     assert not result.confident
+
+
+EMPTY_CHECKPOINT = """Traceback (most recent call last):
+  File "train.py", line 88, in <module>
+    ckpt = torch.load(args.resume)
+  File "/opt/conda/lib/python3.10/site-packages/torch/serialization.py", line 1258, in _legacy_load
+    magic_number = pickle_module.load(f, **pickle_load_args)
+EOFError: Ran out of input"""
+
+
+def test_the_source_line_that_raised_a_bare_python_error_says_which(searcher):
+    # "EOFError: Ran out of input" alone has many causes; raised by torch.load's first unpickle, it is
+    # an empty or cut checkpoint
+    assert not searcher.search("EOFError: Ran out of input").confident
+    result = searcher.search(EMPTY_CHECKPOINT)
+    assert result.confident and result.results[0].slug == "empty-checkpoint-ran-out-of-input"
+
+
+def test_a_source_line_alone_makes_no_match(searcher):
+    # `from torch._C import *` stands above every error importing torch can raise: an unrelated
+    # library's missing symbol under it is no DLL or torch._C problem
+    paste = (
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3/site-packages/torch/__init__.py", line 237, in <module>\n'
+        "    from torch._C import *  # noqa: F403\n"
+        "ImportError: /usr/lib/libfoo.so.1: undefined symbol: _ZN3foo3barEv"
+    )
+    result = searcher.search(paste)
+    assert not result.confident, [(h.slug, h.score) for h in result.results[:3]]
