@@ -279,6 +279,8 @@ LINE_PREFIX = re.compile(
 PROGRESS_BAR = re.compile(r"^.*?\d+%\|[^|\n]*\|\s*[\d.]+\w?/[\d.?]+\w?\s*\[[^\]\n]*\]")
 # Markdown and report decoration around a pasted line: quotes, bullets, bold labels, backticks.
 DECOR = re.compile(r"^\s*(?:>\s*)*(?:[-*]\s+)?(?:\*\*[^*]{1,40}:\*\*\s*)?`*|`+\s*$")
+# ... and an exception set in italics (`_RuntimeError: expected scalar type Float but found Half_`)
+ITALIC_EXC = re.compile(r"^(\s*)_([A-Z]\w*(?:Error|Exception|Warning)\b.*?)_?\s*$")
 WHOLE_LINE_CODE = re.compile(r"^\s*`[^`]+`\s*$")
 # a line of code set in backticks (an assignment, a call, a statement): no message
 CODE_LINE = re.compile(r"^\s*[\w.\[\], ]+\s*=[^=]|\)\s*$|^\s*(?:import|from|def|class|return|for|if)\b")
@@ -654,7 +656,10 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     # a line the user set in inline code, alone: marked as the thing pasted (DECOR drops the marks)
     in_code = {i for i, ln in enumerate(lines) if WHOLE_LINE_CODE.match(ln)}
     lines = [
-        DECOR.sub("", PROGRESS_BAR.sub("", prefix.sub("", ln, count=1) if prefix else ln)) for ln in lines
+        ITALIC_EXC.sub(
+            r"\1\2", DECOR.sub("", PROGRESS_BAR.sub("", prefix.sub("", ln, count=1) if prefix else ln))
+        )
+        for ln in lines
     ]
     frames = sum(1 for ln in lines if FRAME.match(ln))
     found: list[tuple[float, str, float]] = []  # (position, text, weight)

@@ -137,6 +137,12 @@ SyntaxError: invalid syntax""",
         "SyntaxError: invalid syntax",
         [],
     ),
+    # Markdown italics around the pasted error (`_..._`) are no part of its type
+    "italic-underscores": (
+        "It stops with\n_AssertionError: Trying to use CUDA, but CUDA is not available._\nany idea?",
+        "AssertionError: Trying to use CUDA, but CUDA is not available.",
+        ["_AssertionError"],
+    ),
     "exception-ignored-after": (
         """RuntimeError: DataLoader worker (pid(s) 1234) exited unexpectedly
 Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f>
