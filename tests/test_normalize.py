@@ -139,7 +139,7 @@ SyntaxError: invalid syntax""",
     ),
     # Markdown italics around the pasted error (`_..._`) are no part of its type
     "italic-underscores": (
-        "It stops with\n_AssertionError: Trying to use CUDA, but CUDA is not available._\nany idea?",
+        "It stops with\n_AssertionError: Trying to use CUDA, but CUDA is not available._\n\nany idea?",
         "AssertionError: Trying to use CUDA, but CUDA is not available.",
         ["_AssertionError"],
     ),
