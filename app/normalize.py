@@ -270,10 +270,12 @@ ANNOUNCE = re.compile(
 )
 # What launchers and loggers put before each line of a child's output: torchrun's `[rank3]:` /
 # `[default0]:`, mpirun's `[1,0]<stderr>:`, and a logging record's `2025-10-31 03:11:02,474 - name -
-# INFO - ` (error-level records keep theirs: they are error lines)
+# INFO - ` (error-level records keep theirs: they are error lines); and the system journal's
+# `Aug 12 10:38:34 host unsloth[4073658]: ` before each line of a service's output
 LINE_PREFIX = re.compile(
     r"^\s*(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.\d]*\s+-\s+[\w.\-]+\s+-\s+(?:DEBUG|INFO|WARNING)\s+-\s+)?"
     r"(?:\[(?:rank|default)\d+\]:|\[\d+,\d+\]<std(?:out|err)>:)"
+    r"|^[A-Z][a-z]{2} [ \d]?\d \d\d:\d\d:\d\d [\w.\-]+ [\w.\-@/]+\[\d+\]: ?"
 )
 # A tqdm progress bar the message was printed behind (`  0%|    | 0/1 [00:00<?, ?it/s]Could not load ...`)
 PROGRESS_BAR = re.compile(r"^.*?\d+%\|[^|\n]*\|\s*[\d.]+\w?/[\d.?]+\w?\s*\[[^\]\n]*\]")

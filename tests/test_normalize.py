@@ -143,6 +143,14 @@ SyntaxError: invalid syntax""",
         "AssertionError: Trying to use CUDA, but CUDA is not available.",
         ["_AssertionError"],
     ),
+    # a service's output read back from the system journal: each line behind `date host unit[pid]: `
+    "journald-prefix-on-every-line": (
+        """Aug 12 10:38:34 fileserver unsloth[4073658]: Unable to import `torchao` Tensor objects.
+Aug 12 10:38:34 fileserver unsloth[4073658]: [xformers|WARNING]WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was built for:
+Aug 12 10:38:34 fileserver unsloth[4073658]:     PyTorch 2.10.0+cu128 with CUDA 1208 (you have 2.11.0+cu130)""",
+        "PyTorch 2.10.0+cu128 with CUDA 1208 (you have 2.11.0+cu130)",
+        ["fileserver", "4073658"],
+    ),
     "exception-ignored-after": (
         """RuntimeError: DataLoader worker (pid(s) 1234) exited unexpectedly
 Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f>
