@@ -248,6 +248,9 @@ WARNING_LINE = re.compile(r"^(?:[\w.]*Warning\b|[\w.]+(?:\([\w.]+\))?:\s*Warning
 SAYS_WARNING = re.compile(r"^(?:Warning|WARNING)\s*[,:]\s*\S")  # `Warning, cannot find ...`: a warning line
 SOURCE_OF = re.compile(r"^\s*File [\"'].*line \d+")
 CARETS = re.compile(r"^\s*[\^~]+\s*$")  # Python's marks under the failing expression
+NOTEBOOK_ARROW = re.compile(r"^\s*-+>\s*\d+\s+(\S.*)$")  # IPython's `---> 12 x = f(y)`
+NOTEBOOK_CONTEXT_LINE = re.compile(r"^\s*\d+\s")  # ... and the numbered lines around it
+NOTEBOOK_CONTEXT = 12
 # Lines that look like errors but only frame one: traceback headers, chain separators, shutdown noise.
 NOISE = re.compile(
     r"Traceback \(most recent call last\)|^\s*Exception ignored in|During handling of the above exception|"
@@ -551,6 +554,12 @@ def _failing_source(lines: list[str], i: int) -> str | None:
         j -= 1
     if j >= 1 and lines[j].strip() and SOURCE_OF.match(lines[j - 1]) and not FRAME.match(lines[j]):
         return lines[j].strip()
+    # a notebook's traceback marks the failing line with an arrow among numbered lines of context
+    for j in range(i - 1, max(i - NOTEBOOK_CONTEXT, -1), -1):
+        if m := NOTEBOOK_ARROW.match(lines[j]):
+            return m.group(1).strip()
+        if lines[j].strip() and not NOTEBOOK_CONTEXT_LINE.match(lines[j]):
+            return None
     return None
 
 

@@ -1009,3 +1009,22 @@ def test_an_error_is_also_offered_with_the_source_line_that_raised_it():
     assert [line for line, _ in ex.lines] == ["SyntaxError: invalid syntax", joined]
     assert ex.raised_by == {joined: "SyntaxError: invalid syntax"}
     assert ex.groups[0] == ex.groups[1]  # one line of the paste, read two ways
+
+
+def test_a_notebooks_arrow_marks_the_source_line_that_raised_the_error():
+    paste = """EOFError                                  Traceback (most recent call last)
+Cell In[3], line 1
+----> 1 m = torch.load("x.pt")
+
+File ~/env/lib/python3.10/site-packages/torch/serialization.py:1040, in load(f, map_location)
+   1039     pass
+-> 1040 magic_number = pickle_module.load(f, **pickle_load_args)
+   1041 return x
+
+EOFError: Ran out of input"""
+    ex = extract(paste)
+    joined = "magic_number = pickle_module.load(f, **pickle_load_args) EOFError: Ran out of input"
+    assert ex.lines[0][0] == "EOFError: Ran out of input"
+    assert ex.raised_by == {joined: "EOFError: Ran out of input"}
+    # prose between the arrow and the error: the arrow is no longer the error's own line
+    assert not extract(paste.replace("   1041 return x", "and then it said")).raised_by
