@@ -197,7 +197,7 @@ TRACEBACK_END = re.compile(
 # IDE's `Process finished with exit code ...`, `3221225477` unsigned)
 NATIVE_CRASH_EXIT = r"exit code (?:-10737\d{5}|3221\d{6})\b"
 SIGNAL_LINE = re.compile(
-    r"Assertion `|CUDA error|CUDNN_STATUS|CUBLAS_STATUS|NCCL (?:error|WARN)|Watchdog caught|"
+    r"Assertion `|CUDA error|CUDA kernel failed|CUDNN_STATUS|CUBLAS_STATUS|NCCL (?:error|WARN)|Watchdog caught|"
     r"killed by signal|bus error|Segmentation fault|core dumped|out of memory|is deprecated|"
     r"Error\(s\) in|Missing key|Unexpected key|size mismatch for|undefined symbol|"
     r"cannot open shared object|DLL load failed|not implemented for '|no kernel image|"

@@ -706,6 +706,11 @@ BESIDE = {
         'warnings.warn("torch.nn.utils.weight_norm is deprecated in favor of '
         'torch.nn.utils.parametrizations.weight_norm.")',
     ),
+    # a CUDA extension's own check (OpenPCDet's `CUDA kernel failed : %s`) before the crash it causes
+    "extension-cuda-check-before-segfault": (
+        "CUDA kernel failed : invalid device function\nSegmentation fault (core dumped)",
+        "Segmentation fault (core dumped)",
+    ),
     "native-crash-after-traceback": (
         "RuntimeError: CUDA error: an illegal memory access was encountered\n\n"
         "Process finished with exit code -1073740791 (0xC0000409)",
