@@ -706,11 +706,6 @@ BESIDE = {
         'warnings.warn("torch.nn.utils.weight_norm is deprecated in favor of '
         'torch.nn.utils.parametrizations.weight_norm.")',
     ),
-    # a CUDA extension's own check (OpenPCDet's `CUDA kernel failed : %s`) before the crash it causes
-    "extension-cuda-check-before-segfault": (
-        "CUDA kernel failed : invalid device function\nSegmentation fault (core dumped)",
-        "Segmentation fault (core dumped)",
-    ),
     "native-crash-after-traceback": (
         "RuntimeError: CUDA error: an illegal memory access was encountered\n\n"
         "Process finished with exit code -1073740791 (0xC0000409)",
@@ -1033,3 +1028,13 @@ EOFError: Ran out of input"""
     assert ex.raised_by == {joined: "EOFError: Ran out of input"}
     # prose between the arrow and the error: the arrow is no longer the error's own line
     assert not extract(paste.replace("   1041 return x", "and then it said")).raised_by
+
+
+def test_a_cuda_extensions_own_check_outweighs_the_crash_after_it():
+    # OpenPCDet's `CUDA kernel failed : %s` is the error; the segfault that follows is its consequence
+    weights = dict(
+        extract("CUDA kernel failed : invalid device function\nSegmentation fault (core dumped)").lines
+    )
+    assert (
+        weights["CUDA kernel failed : invalid device function"] > weights["Segmentation fault (core dumped)"]
+    )
