@@ -49,7 +49,8 @@ TIE_MATCH_WEIGHT = 0.5  # how much a tied entry's better match counts against th
 QUOTED = "_q_"  # a quoted name's placeholder
 WHOLE_THEN_PROSE = 0.9  # a line holding a whole signature in a sentence of the user's
 TRUNCATED = 0.85  # a line that is a signature's first words, cut off (a log viewer's width, a title)
-SOURCE_GAIN = 0.25  # what the source line that raised an error can add to the error's own match
+SOURCE_GAIN = 0.25  # what the source line that raised an error can add to the error's own match ...
+SOURCE_REST = 0.8  # ... unless the error line holds this share of what the signature says beyond it
 TRUNCATED_MASS = 20.0  # IDF weight those words need (about four distinctive ones)
 SLOT_WORDS = 3  # words a template's unquoted slot (a model name, a file) may take on either side
 SLOT_TYPO = 66  # rapidfuzz ratio at which a slot's word is the signature's, mistyped (`kernal`, `cxt`)
@@ -373,6 +374,15 @@ class QueryLine:
         kept = sig_tokens[:head] + sig_tokens[len(sig_tokens) - tail :]
         said = {t for t in kept if not t.startswith("_") and not EXC_TYPE.search(t)}
         return sum(sig_w.get(t, 0.0) for t in said) >= TRUNCATED_MASS
+
+    def holds_the_rest(self, sig_w: dict[str, float], read_with_source: QueryLine) -> bool:
+        """This error line holds most of what a signature says beyond the source line it was read
+        with (`cuda(async=True) SyntaxError: invalid syntax` for `t.cuda(async=x)` above `SyntaxError:
+        invalid syntax`): the source line decided which, the error line said the rest."""
+        source = set(read_with_source.weights) - set(self.weights)
+        rest = {t: w for t, w in sig_w.items() if t not in source}
+        total = sum(rest.values())
+        return bool(total) and sum(w for t, w in rest.items() if t in self.weights) >= SOURCE_REST * total
 
     def beyond_python(self) -> frozenset[str]:
         """Its words and names once Python's own message templates are set aside (computed on the
@@ -749,7 +759,7 @@ class Searcher:
                     q.starts_signature(sig_tokens, sig_w) or q.fills_slot(sig_tokens, sig_w, index.idf)
                 ):
                     sim = TRUNCATED
-                if q.alone is not None:
+                if q.alone is not None and not q.alone.holds_the_rest(sig_w, q):
                     # the source line backs a match the error itself makes, never makes one alone
                     # (`from torch._C import *` is above every error importing torch can raise)
                     sim = min(sim, similarity(q.alone.weights, sig_w, q.alone.known_mass) + SOURCE_GAIN)

@@ -763,3 +763,16 @@ def test_a_source_line_alone_makes_no_match(searcher):
     )
     result = searcher.search(paste)
     assert not result.confident, [(h.slug, h.score) for h in result.results[:3]]
+
+
+def test_the_source_line_decides_and_the_error_line_says_the_rest(searcher):
+    # the signature is timm's raise line and its message; the paste's message names another model, so
+    # the error line alone is only a part of it, and the raise line above it is the rest
+    paste = (
+        "Traceback (most recent call last):\n"
+        '  File "/usr/local/lib/python3.8/site-packages/timm/models/factory.py", line 57, in create_model\n'
+        "    raise RuntimeError('Unknown model (%s)' % model_name)\n"
+        "RuntimeError: Unknown model (convnext_tiny_hnf)"
+    )
+    result = searcher.search(paste)
+    assert result.confident and result.results[0].slug == "timm-unknown-model"
