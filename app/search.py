@@ -59,6 +59,11 @@ CONTEXT_MASS = 60.0  # IDF weight (about ten distinctive words) the rest of a pa
 LINE_DOUBT = 0.5  # share of the line picker's doubt (prose, warnings, earlier exceptions) a match keeps
 UNDECIDED = TIE / 10  # tied entries the rest of the paste separates by less than this: no confident pick
 FILE_MISMATCH = 0.85  # a signature naming another library file than the paste's
+# a signature that is a wrapper's report of another error: `InductorError: IndexError: ...`
+WRAPPED = re.compile(
+    r"\s*(?:[\w.]+\.)?(\w+(?:Error|Exception)):\s*(?:[\w.]+\.)?\w+(?:Error|Exception|Warning):"
+)
+WRAPPER_MISSING = 0.85  # a signature of a wrapper's report of an error, for that error raised alone
 KIND_MISMATCH = 0.85  # a signature naming another kind of symbol, key list or type difference than the paste
 SIGNATURE_CACHE = 200_000  # signatures kept scored in memory (a few hundred bytes each)
 SAME_MESSAGE = 0.85  # share of the shorter signature's IDF weight the other must hold
@@ -411,6 +416,7 @@ class SignatureInfo:
     python_template: bool  # it holds one of Python's own message templates
     kinds: frozenset[str]  # the kind of undefined C++ symbol or shape of key list it names (KIND_AUX)
     dotted: frozenset[str]  # the module its import error names, whole (`torch.cuda.amp`)
+    wrapper: str | None  # the wrapper whose report of another error it is (`inductorerror`)
 
 
 class SignatureIndex:
@@ -484,6 +490,7 @@ class SignatureIndex:
                     bool(PYTHON_TEMPLATE.search(text)),
                     frozenset(t for t in aux_set if t.startswith(KIND_AUX)),
                     frozenset(t[3:] for t in aux_set if t.startswith(DOTTED)),
+                    m.group(1).lower() if (m := WRAPPED.match(text)) else None,
                 )
             if len(cache) < SIGNATURE_CACHE:
                 cache.update(fetched)
@@ -806,6 +813,10 @@ class Searcher:
                 # tensor types a type check names differ (normalize.TYPE_PAIR)
                 if sig.kinds and q.kinds and not sig.kinds & q.kinds and not sig_files & q.aux:
                     score *= KIND_MISMATCH
+                # a wrapper's report of an inner error (`InductorError: IndexError: ...`) is not that
+                # error raised alone: where it was raised is half of what such a signature says
+                if sig.wrapper and sig.wrapper not in q.weights:
+                    score *= WRAPPER_MISSING
                 score = round(score, 4)
                 if score <= 0.1:
                     continue

@@ -776,3 +776,12 @@ def test_the_source_line_decides_and_the_error_line_says_the_rest(searcher):
     )
     result = searcher.search(paste)
     assert result.confident and result.results[0].slug == "timm-unknown-model"
+
+
+def test_a_wrappers_report_of_an_error_is_not_that_error_raised_alone(searcher):
+    # Inductor re-raises what failed inside it as `InductorError: IndexError: ...`; a plain IndexError
+    # with the same words was raised by the user's own code
+    plain = searcher.search("IndexError: tuple index out of range")
+    assert not plain.results or plain.results[0].slug != "inductor-error-wrapper"
+    wrapped = searcher.search("torch._inductor.exc.InductorError: IndexError: tuple index out of range")
+    assert wrapped.confident and wrapped.results[0].slug == "inductor-error-wrapper"
