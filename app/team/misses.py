@@ -53,10 +53,11 @@ def scrub(text: str) -> str:
 def error_lines(paste: str) -> list[str]:
     """The paste's error lines, normalised and scrubbed: what the team features keep of a paste."""
     seen: list[str] = []
-    for line, weight in extract(paste).lines:
-        if (
-            weight <= PLAIN_BESIDE_ERROR
-        ):  # a sentence or log line beside the error: not the error, maybe private
+    ex = extract(paste)
+    for line, weight in ex.lines:
+        # a sentence or log line beside the error: not the error, maybe private; an error read with the
+        # source line that raised it: the same error, with the user's code
+        if weight <= PLAIN_BESIDE_ERROR or line in ex.raised_by:
             continue
         n = scrub(normalize(scrub(line)).text)[:MAX_LINE].strip()
         if n and n not in seen:
