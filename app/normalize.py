@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 29
+VERSION = 30
 
 # GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
@@ -22,6 +22,8 @@ ESCAPED_TRACEBACK = re.compile(r"Traceback \(most recent call last\):\\n|\\n\s+F
 # "stack": "..."`): the type and its message, and the strings' escapes (`\"`, `\\`, `\n`)
 JSON_ERROR = re.compile(r'"name":\s*"([A-Za-z_][\w.]*)",\s*"message":\s*"((?:[^"\\]|\\.)*)",?')
 JSON_ESCAPE = re.compile(r'\\(["\\/nt])')
+# an exception printed as `f"{type(e)}: {e}"`: `<class 'KeyError'>: 'x'` reads as `KeyError: 'x'`
+CLASS_REPR = re.compile(r"^(\s*)<class '([A-Za-z_][\w.]*)'>(?=:)", re.M)
 # (placeholder, what the reader is told was ignored, pattern); order matters: wide shapes first.
 RULES: list[tuple[str, str, re.Pattern[str]]] = [
     ("_url_", "url", re.compile(r"https?://\S+")),
@@ -351,7 +353,7 @@ def clean(text: str) -> str:
     text, copied_as_json = JSON_ERROR.subn(lambda m: f"{m.group(1)}: {m.group(2)}\n", text)
     if copied_as_json:
         text = JSON_ESCAPE.sub(lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), text)
-    text = ANSI.sub("", text)
+    text = CLASS_REPR.sub(r"\1\2", ANSI.sub("", text))
     if ESCAPED_TRACEBACK.search(text):
         text = text.replace("\\n", "\n").replace('\\"', '"').replace("\\'", "'")
     # a progress bar rewrites its line with \r: keep what was printed last
@@ -508,6 +510,12 @@ def _ends_traceback(lines: list[str], i: int) -> re.Match[str] | None:
     return TRACEBACK_END.match(lines[i].strip()) if above else None
 
 
+def _printed_class(line: str, printed: set[str]) -> re.Match[str] | None:
+    """The line as an exception whose class was printed by its repr (`<class 'a.b.Unsupported'>: ...`)."""
+    m = TRACEBACK_END.match(line) if printed else None
+    return m if m and m.group(1) in printed else None
+
+
 def _inside_quotes(line: str) -> str | None:
     """An exception line cut where the quote around it closes, when prose follows it."""
     for m in CLOSING_QUOTE.finditer(line):
@@ -662,6 +670,7 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     without its `RuntimeError:`, or inside a sentence).
     """
     cleaned = clean(text)
+    printed = {m.group(2) for m in CLASS_REPR.finditer(text)}  # classes named by their repr: exceptions
     lines = [LINE_PREFIX.sub("", ln) for line in cleaned.split("\n") for ln in _unfolded(line)]
     prefix = _repeated_prefix(lines)
     # a line the user set in inline code, alone: marked as the thing pasted (DECOR drops the marks)
@@ -688,7 +697,7 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
         if (app := APP_REPORTS.search(s)) and not _is_exc(app.group(1)):
             reported.append((i, app.group(1), 0.9))  # a message without its type: an error line still
             continue
-        m = _is_exc(s) or _ends_traceback(lines, i)
+        m = _is_exc(s) or _ends_traceback(lines, i) or _printed_class(s, printed)
         if m:
             line = s[m.start(1) :]
             more = _message_after(lines, i)

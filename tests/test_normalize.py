@@ -143,6 +143,18 @@ SyntaxError: invalid syntax""",
         "AssertionError: Trying to use CUDA, but CUDA is not available.",
         ["_AssertionError"],
     ),
+    # an exception printed as `f"{type(e)}: {e}"`: the class's repr before the message
+    "class-repr-before-message": (
+        """## Exception summary
+
+<class 'torch.fx.experimental.symbolic_shapes.GuardOnDataDependentSymNode'>: Could not extract specialized integer from data-dependent expression u0 (unhinted: u0).  (Size-like symbols: none)
+
+Caused by: (_export/non_strict_utils.py:1066 in __torch_function__)
+For more information, run with TORCH_LOGS="dynamic\"""",
+        "torch.fx.experimental.symbolic_shapes.GuardOnDataDependentSymNode: Could not extract specialized integer "
+        "from data-dependent expression u0 (unhinted: u0).  (Size-like symbols: none)",
+        ["<class"],
+    ),
     # a service's output read back from the system journal: each line behind `date host unit[pid]: `
     "journald-prefix-on-every-line": (
         """Aug 12 10:38:34 fileserver unsloth[4073658]: Unable to import `torchao` Tensor objects.
