@@ -353,7 +353,7 @@ def clean(text: str) -> str:
     text, copied_as_json = JSON_ERROR.subn(lambda m: f"{m.group(1)}: {m.group(2)}\n", text)
     if copied_as_json:
         text = JSON_ESCAPE.sub(lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), text)
-    text = CLASS_REPR.sub(r"\1\2", ANSI.sub("", text))
+    text = ANSI.sub("", text)
     if ESCAPED_TRACEBACK.search(text):
         text = text.replace("\\n", "\n").replace('\\"', '"').replace("\\'", "'")
     # a progress bar rewrites its line with \r: keep what was printed last
@@ -422,7 +422,7 @@ def normalize(line: str) -> Normalized:
     """Replace numbers, sizes, shapes, paths, addresses, GPU names and quoted names by placeholders."""
     ignored: Counter[str] = Counter()
     aux: list[str] = []
-    line = line.translate(STRAIGHT_QUOTES)
+    line = CLASS_REPR.sub(r"\1\2", line.translate(STRAIGHT_QUOTES))  # (as extract reads a paste)
     out = BOILERPLATE.sub(" ", line).strip() or line.strip()
     out = ERROR_CODE.sub(r"\1 c\2", out)
     out = NTSTATUS.sub(_ntstatus, out)
@@ -669,8 +669,13 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     with them; a paste with no recognisable error line offers its plain lines (a message pasted
     without its `RuntimeError:`, or inside a sentence).
     """
-    cleaned = clean(text)
-    printed = {m.group(2) for m in CLASS_REPR.finditer(text)}  # classes named by their repr: exceptions
+    printed: set[str] = set()  # classes named by their repr: exceptions, whatever their names
+
+    def _unrepr(m: re.Match[str]) -> str:
+        printed.add(m.group(2))
+        return m.group(1) + m.group(2)
+
+    cleaned = CLASS_REPR.sub(_unrepr, clean(text))
     lines = [LINE_PREFIX.sub("", ln) for line in cleaned.split("\n") for ln in _unfolded(line)]
     prefix = _repeated_prefix(lines)
     # a line the user set in inline code, alone: marked as the thing pasted (DECOR drops the marks)

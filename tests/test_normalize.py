@@ -1050,3 +1050,11 @@ def test_a_cuda_extensions_own_check_outweighs_the_crash_after_it():
     assert (
         weights["CUDA kernel failed : invalid device function"] > weights["Segmentation fault (core dumped)"]
     )
+
+
+def test_a_signature_written_with_the_class_repr_reads_as_the_paste_does():
+    # extract reads `<class 'KeyError'>: ...` in a paste as `KeyError: ...`; a signature copied the
+    # same way must give the same tokens, or the two never match whole
+    printed = normalize("<class 'KeyError'>: 'getpwuid(): uid not found: 501'")
+    plain = normalize("KeyError: 'getpwuid(): uid not found: 501'")
+    assert (printed.tokens, printed.aux) == (plain.tokens, plain.aux)
