@@ -123,6 +123,7 @@ PYTHON_TEMPLATE_WORDS = frozenset(
 )
 BARE_CAP = 0.65
 RARE_DF = 5  # a word in at most this many signatures is distinctive
+PHRASE_MIN, PHRASE_MAX = 3, 8  # words of a short signature a line may hold whole
 RARE_ENTRIES = 8  # ... and so is one in a few more signatures that all belong to this many entries
 RARE_TOPIC_SIGNATURES = 30
 TEXT_TERMS = 12
@@ -425,8 +426,15 @@ class SignatureIndex:
     def __init__(self, rows: Iterable[tuple[int, str, str]]):
         postings: dict[str, array[int]] = {}
         sizes: dict[int, int] = {}
+        phrases: dict[tuple[str, str], list[tuple[tuple[str, ...], int]]] = {}
         for sid, tokens, aux in rows:
-            words = set(tokens.split()) | {t for t in aux.split() if not t.startswith(DOTTED)}
+            said = tokens.split()
+            # a short signature that quotes no name (those are found by their names), by its first two
+            # words, also without its exception type (a message in a sentence seldom carries it)
+            for phrase in (said, said[1:] if said and EXC_TYPE.search(said[0]) else []):
+                if PHRASE_MIN <= len(phrase) <= PHRASE_MAX and QUOTED not in phrase:
+                    phrases.setdefault((phrase[0], phrase[1]), []).append((tuple(phrase), sid))
+            words = set(said) | {t for t in aux.split() if not t.startswith(DOTTED)}
             sizes[sid] = len(words)
             for t in words:
                 postings.setdefault(t, array("i")).append(sid)
@@ -438,6 +446,7 @@ class SignatureIndex:
                 postings[t] = array("i", sorted(ids, key=sizes.__getitem__))
         n = len(sizes)
         self.postings = postings
+        self.phrases = phrases
         self.n = max(n, 1)
         self.idf = {t: math.log(1 + self.n / (len(p) + 0.5)) for t, p in postings.items()}
         self.idf_unknown = math.log(1 + self.n / 0.5)
@@ -568,6 +577,13 @@ class SignatureIndex:
             for t in sorted(tokens):
                 if len(postings[t]) <= RARE_DF:
                     picked.update(dict.fromkeys(postings[t]))
+            # a short signature the line holds word for word, however common its words ("... then it
+            # reports `CUDA error: out of memory`"): gathering rarest words first may not reach it
+            words, phrases_at = q.words, self.phrases.get
+            for j in range(len(words) - PHRASE_MIN + 1):
+                for phrase, sid in phrases_at((words[j], words[j + 1]), ()):
+                    if tuple(words[j : j + len(phrase)]) == phrase:
+                        picked[sid] = None
             # the best line gathers most; the others a share each
             keep = CANDIDATES if i == 0 else CANDIDATES // 2
             picked.update(

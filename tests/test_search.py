@@ -785,3 +785,20 @@ def test_a_wrappers_report_of_an_error_is_not_that_error_raised_alone(searcher):
     assert not plain.results or plain.results[0].slug != "inductor-error-wrapper"
     wrapped = searcher.search("torch._inductor.exc.InductorError: IndexError: tuple index out of range")
     assert wrapped.confident and wrapped.results[0].slug == "inductor-error-wrapper"
+
+
+def test_a_short_signature_said_whole_is_a_candidate_however_common_its_words():
+    # candidates are gathered from a line's rarest words first, within a budget of postings: a line
+    # whose rarest words fill that budget never reaches "cuda error out of memory", whose words every
+    # other signature holds. A signature the line holds word for word is a candidate all the same.
+    from app.normalize import normalize
+    from app.search import QueryLine, SignatureIndex
+
+    common = "runtimeerror cuda error out of memory"
+    rows = [(1, common, "")]
+    rows += [(sid, f"{common} while filler{sid}", "") for sid in range(2, 6000)]
+    rows += [(sid, f"laptop epoch word{sid}", "") for sid in range(6000, 6100)]
+    index = SignatureIndex(rows)
+    line = "then on my laptop at the second epoch it will report CUDA error: out of memory"
+    q = QueryLine(line, 1.0, normalize(line), index)
+    assert 1 in index.candidates([q])
