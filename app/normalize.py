@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 30
+VERSION = 31
 
 # GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
@@ -196,8 +196,9 @@ TRACEBACK_END = re.compile(
     r"KeyboardInterrupt|SystemExit|GeneratorExit)(?::\s*(.*))?$"
 )
 # (Windows has no signals: a native crash is an NTSTATUS exit code, `-1073741819 (0xC0000005)` in an
-# IDE's `Process finished with exit code ...`, `3221225477` unsigned)
-NATIVE_CRASH_EXIT = r"exit code (?:-10737\d{5}|3221\d{6})\b"
+# IDE's `Process finished with exit code ...`, `3221225477` unsigned; elsewhere the IDE names the
+# signal: `exit code 139 (interrupted by signal 11: SIGSEGV)`)
+NATIVE_CRASH_EXIT = r"exit code (?:(?:-10737\d{5}|3221\d{6})\b|\d+ \(interrupted by signal \d+: SIG[A-Z]+\))"
 SIGNAL_LINE = re.compile(
     r"Assertion `|CUDA error|CUDA kernel failed|CUDNN_STATUS|CUBLAS_STATUS|NCCL (?:error|WARN)|Watchdog caught|"
     r"killed by signal|bus error|Segmentation fault|core dumped|out of memory|is deprecated|"
@@ -258,7 +259,7 @@ NOISE = re.compile(
     r"Traceback \(most recent call last\)|^\s*Exception ignored in|During handling of the above exception|"
     r"The above exception was the direct cause|Closing remaining open files|python-BaseException|"
     r"Error in atexit\._run_exitfuncs|^\s*Exception raised from \S+ at \S+|^\s*\(no backtrace available\)\s*$|"
-    r"^\s*wandb:|Process finished with exit code (?!-10737\d{5}|3221\d{6})|"  # (a crash code: CRASH_LINE)
+    r"^\s*wandb:|Process finished with exit code (?!-10737\d{5}|3221\d{6}|\d+ \(interrupted by signal)|"  # (a crash code: CRASH_LINE)
     r"^\s*(?:Error|Exception|Warning)s?\s*(?:message|type|details)?\s*:?\s*$|"
     # pip's wrapper around a failed build: the error is in the output it shows
     r"^\s*error: (?:subprocess-exited-with-error|metadata-generation-failed)\s*$|^\s*\[end of output\]\s*$|"

@@ -103,6 +103,16 @@ What is the reason for this?""",
         "Process finished with exit code -1073741819 (0xC0000005)",
         [],
     ),
+    # ... and on Linux and macOS a signal, which the IDE names after the exit code
+    "pycharm-signal-crash": (
+        """I run the sample in PyCharm and it exits right after loading the point cloud:
+```
+Loading data done
+Process finished with exit code 139 (interrupted by signal 11: SIGSEGV)
+```""",
+        "Process finished with exit code 139 (interrupted by signal 11: SIGSEGV)",
+        [],
+    ),
     # ... while an ordinary exit code under a traceback is only the run ending
     "pycharm-exit-code-1": (
         """Traceback (most recent call last):
