@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 31
+VERSION = 32
 
 # GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
@@ -113,7 +113,7 @@ BOILERPLATE = re.compile(
 ERROR_CODE = re.compile(r"\b(WinError|Errno|Unsupported operand)\s*(\d+)", re.I)
 # a Windows process's crash code, in hex (`0xC0000005`) or as an exit code (-1073741819, 3221225477):
 # which code it is names the crash (access violation, illegal instruction, divide by zero)
-NTSTATUS = re.compile(r"\b0x(c0000[0-9a-f]{3})\b|(?<![\w.])(-10737\d{5}|3221\d{6})(?![\w.])", re.I)
+NTSTATUS = re.compile(r"\b0x(c0000[0-9a-f]{3})\b|(?<![\w.])(-10737\d{5}|3221\d{6})(?!\w|\.\w)", re.I)
 
 
 def _ntstatus(m: re.Match[str]) -> str:

@@ -989,6 +989,8 @@ def test_a_windows_crash_code_is_kept_whichever_way_it_is_printed():
             "exit code -1073741819 (0xC0000005)",
             "exit code 3221225477",
             "Exception code: 0xc0000005",
+            # subprocess's message ends with a full stop
+            "returned non-zero exit status 3221225477.",
         )
     ]
     assert all("ntstatus_c0000005" in tokens for tokens in codes), codes
