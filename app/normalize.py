@@ -113,7 +113,8 @@ BOILERPLATE = re.compile(
 ERROR_CODE = re.compile(r"\b(WinError|Errno|Unsupported operand)\s*(\d+)", re.I)
 # a Windows process's crash code, in hex (`0xC0000005`) or as an exit code (-1073741819, 3221225477):
 # which code it is names the crash (access violation, illegal instruction, divide by zero)
-NTSTATUS = re.compile(r"\b0x(c0000[0-9a-f]{3})\b|(?<![\w.])(-10737\d{5}|3221\d{6})(?!\w|\.\w)", re.I)
+NTSTATUS_EXIT = r"-10737\d{5}|3221\d{6}"  # an NTSTATUS crash as a signed or unsigned exit code
+NTSTATUS = re.compile(rf"\b0x(c0000[0-9a-f]{{3}})\b|(?<![\w.])({NTSTATUS_EXIT})(?!\w|\.\w)", re.I)
 
 
 def _ntstatus(m: re.Match[str]) -> str:
@@ -198,7 +199,8 @@ TRACEBACK_END = re.compile(
 # (Windows has no signals: a native crash is an NTSTATUS exit code, `-1073741819 (0xC0000005)` in an
 # IDE's `Process finished with exit code ...`, `3221225477` unsigned; elsewhere the IDE names the
 # signal: `exit code 139 (interrupted by signal 11: SIGSEGV)`)
-NATIVE_CRASH_EXIT = r"exit code (?:(?:-10737\d{5}|3221\d{6})\b|\d+ \(interrupted by signal \d+: SIG[A-Z]+\))"
+NATIVE_CRASH_CODE = rf"(?:(?:{NTSTATUS_EXIT})\b|\d+ \(interrupted by signal \d+: SIG[A-Z]+\))"
+NATIVE_CRASH_EXIT = rf"exit code {NATIVE_CRASH_CODE}"
 SIGNAL_LINE = re.compile(
     r"Assertion `|CUDA error|CUDA kernel failed|CUDNN_STATUS|CUBLAS_STATUS|NCCL (?:error|WARN)|Watchdog caught|"
     r"killed by signal|bus error|Segmentation fault|core dumped|out of memory|is deprecated|"
@@ -259,7 +261,7 @@ NOISE = re.compile(
     r"Traceback \(most recent call last\)|^\s*Exception ignored in|During handling of the above exception|"
     r"The above exception was the direct cause|Closing remaining open files|python-BaseException|"
     r"Error in atexit\._run_exitfuncs|^\s*Exception raised from \S+ at \S+|^\s*\(no backtrace available\)\s*$|"
-    r"^\s*wandb:|Process finished with exit code (?!-10737\d{5}|3221\d{6}|\d+ \(interrupted by signal)|"  # (a crash code: CRASH_LINE)
+    rf"^\s*wandb:|Process finished with exit code (?!{NATIVE_CRASH_CODE})|"  # (a crash code: CRASH_LINE)
     r"^\s*(?:Error|Exception|Warning)s?\s*(?:message|type|details)?\s*:?\s*$|"
     # pip's wrapper around a failed build: the error is in the output it shows
     r"^\s*error: (?:subprocess-exited-with-error|metadata-generation-failed)\s*$|^\s*\[end of output\]\s*$|"
