@@ -238,10 +238,15 @@ COMPILER_ERROR = re.compile(
 )
 FAILED_STEP = re.compile(
     r"^error: command .* failed with exit (?:status|code)|ninja: build stopped: subcommand failed|"
-    r"^(?:subprocess\.)?CalledProcessError: Command .* returned non-zero exit status|"
-    r"^RuntimeError: Error compiling objects for extension",
+    # (unless the status is a native crash: then it is what the step died of)
+    rf"^(?:subprocess\.)?CalledProcessError: Command .* returned non-zero exit status (?!{NATIVE_CRASH_CODE})|"
+    r"^RuntimeError: Error compiling objects for extension|"
+    # make's and the linker's last words (`make[2]: *** [...] Error 1`, `collect2: error: ld returned 1`)
+    r"^g?make(?:\[\d+\])?: \*\*\* .*\bError \d+|^collect2: error: ld returned \d+ exit status",
     re.I,
 )
+# A linker's diagnostic (`x.o: undefined reference to `c10::Error::Error(...)'`, `ld: cannot find -lcudart`)
+LINK_ERROR = re.compile(r"\bundefined reference to [`'\u2018]|^\S*\bld(?:\.\w+)?: (?:cannot find |error: )")
 FRAME = re.compile(
     r"^\s*(?:File \"|File '|at \S+\(|\^+\s*$|~+\^*~*\s*$|-+>\s*\d+|\d+\s+\w|Cell In\[|Input In \[|"
     r"<ipython-input-|\[\d+\]\(vscode-notebook-cell|frame #\d+:)"  # (the last: a C++ backtrace's frames)
@@ -520,9 +525,17 @@ def _printed_class(line: str, printed: set[str]) -> re.Match[str] | None:
 
 
 def _inside_quotes(line: str) -> str | None:
-    """An exception line cut where the quote around it closes, when prose follows it."""
+    """An exception line cut where the quote around it closes, when prose follows it. The message may
+    quote names with the same mark (`"RuntimeError: "addmm_impl_cpu_" not implemented for 'Half'" at
+    ...`): the closing one has as many of its marks before it as pair up, and no word right after it."""
     for m in CLOSING_QUOTE.finditer(line):
-        if line.count(m.group(0)) % 2 and len(WORD.findall(line[m.end() :])) >= 2:
+        mark, after = m.group(0), line[m.end() : m.end() + 1]
+        if (
+            line.count(mark) % 2
+            and not line.count(mark, 0, m.start()) % 2
+            and not (after.isalnum() or after == "_")
+            and len(WORD.findall(line[m.end() :])) >= 2
+        ):
             return line[: m.start()].rstrip(" .,;")
     return None
 
@@ -737,6 +750,8 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
             SIGNAL_LINE.search(s)
             or LOG_ERROR.match(s)
             or SAYS_WARNING.match(s)
+            or LINK_ERROR.search(s)
+            or FAILED_STEP.search(s)
             or (i + 1 < len(lines) and CPP_BACKTRACE.match(lines[i + 1]))
         ):
             found.append((i, s, 0.9))
@@ -762,7 +777,10 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     # a build or launcher reporting that a step failed (`error: command 'nvcc' failed with exit status
     # 1`) wraps the error printed before it: beside that error it is the consequence, not the question
     if any(not FAILED_STEP.search(s) and not WARNING_LINE.match(s) for _, s, _ in found):
-        found = [(pos, s, min(w, CRASH_AFTER_ERROR) if FAILED_STEP.search(s) else w) for pos, s, w in found]
+        found = [
+            (pos, s, min(w, CRASH_AFTER_ERROR) if FAILED_STEP.search(raised_by.get(s, s)) else w)
+            for pos, s, w in found
+        ]
     plain = not found
     warnings_only = not plain and all(WARNING_LINE.match(s) for _, s, _ in found)
     # plain lines: with no error line (or warnings only) the error may be a bare message, a title, a

@@ -472,6 +472,36 @@ error: metadata-generation-failed""",
         "weights_only argument in torch.load from False to True.",
         ["raise pickle"],
     ),
+    # the linker's diagnostic above make's trailers: each trailer only says the step above it failed
+    "link-error-above-make-trailers": (
+        """/usr/bin/ld: CMakeFiles/app.dir/main.cpp.o: in function `main':
+main.cpp:(.text+0x2d): undefined reference to `c10::Error::Error(c10::SourceLocation, std::string)'
+collect2: error: ld returned 1 exit status
+make[2]: *** [CMakeFiles/app.dir/build.make:104: app] Error 1
+make[1]: *** [CMakeFiles/Makefile2:83: CMakeFiles/app.dir/all] Error 2
+make: *** [Makefile:91: all] Error 2""",
+        "main.cpp:(.text+0x2d): undefined reference to `c10::Error::Error(c10::SourceLocation, std::string)'",
+        [],
+    ),
+    # a step that died of a native crash: the crash code is the error, not a trailer (nor is the
+    # `raise` above it, read with the error)
+    "failed-step-with-a-crash-code": (
+        """Training stops right away with this, and my GPU looks fine:
+Traceback (most recent call last):
+  File "C:\\kohya\\launch.py", line 9, in <module>
+    raise subprocess.CalledProcessError(returncode=process.returncode, cmd=cmd)
+subprocess.CalledProcessError: Command '['python.exe', 'train_network.py']' returned non-zero exit status 3221225477.""",
+        "subprocess.CalledProcessError: Command '['python.exe', 'train_network.py']' returned non-zero exit "
+        "status 3221225477.",
+        [],
+    ),
+    # an exception quoted in a sentence, its message quoting a name with the same mark
+    "exception-quoted-in-a-sentence-quoting-a-name": (
+        'When I run inference I get "RuntimeError: "addmm_impl_cpu_" not implemented for \'Half\'" from the line '
+        '"out = model(x)", any idea?',
+        "RuntimeError: \"addmm_impl_cpu_\" not implemented for 'Half'",
+        [],
+    ),
     # a compiler's diagnostic above the build step that failed: the diagnostic, without its location
     "compiler-diagnostic": (
         """building 'DCN' extension
