@@ -426,6 +426,18 @@ def file_tokens(path: str) -> list[str]:
     return [f"p:{w}" for w in WORD.findall(name) if w not in FILE_NOISE and not w.isdigit()]
 
 
+# `module 'torch' has no attribute 'compile'`, `'Net' object has no attribute 'fit'`: what lacks which
+# attribute. Quoted names are a set everywhere else; here which one is the attribute decides.
+NO_ATTRIBUTE = re.compile(r"(module |type object )?'([^'{}\s]+)'(?: object)? has no attribute '([^'{}\s]+)'")
+
+
+def missing_attribute(line: str) -> tuple[bool, str, str] | None:
+    """(whether the owner is a module, the owner, the attribute) of a missing-attribute message."""
+    if m := NO_ATTRIBUTE.search(line.translate(STRAIGHT_QUOTES)):
+        return m.group(1) == "module ", m.group(2).lower(), m.group(3).lower()
+    return None
+
+
 def normalize(line: str) -> Normalized:
     """Replace numbers, sizes, shapes, paths, addresses, GPU names and quoted names by placeholders."""
     ignored: Counter[str] = Counter()

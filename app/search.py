@@ -29,7 +29,7 @@ from rapidfuzz import fuzz, process
 from sqlalchemy.engine import Engine
 
 from .config import Settings
-from .normalize import PLAIN_BESIDE_ERROR, WORD, Normalized, clean, extract, normalize
+from .normalize import PLAIN_BESIDE_ERROR, WORD, Normalized, clean, extract, missing_attribute, normalize
 from .search_store import Reader, SearchStore
 
 AUX_WEIGHT = 0.3  # quoted names matter, but less than the words around them
@@ -292,6 +292,7 @@ class QueryLine:
         self.aux = set(n.aux)
         self.kinds = {t for t in n.aux if t.startswith(LINE_KINDS)}
         self.dotted = {t[3:] for t in n.aux if t.startswith(DOTTED)}
+        self.attribute = missing_attribute(text)
         # a paste's key lists are read together, whichever line holds them; only a shape that points
         # at one cause vetoes (keys missing on one side and others unexpected can be anything)
         if keys in DECISIVE_SHAPES and any(t.startswith("sd:") for t in n.aux):
@@ -418,6 +419,21 @@ class SignatureInfo:
     kinds: frozenset[str]  # the kind of undefined C++ symbol or shape of key list it names (KIND_AUX)
     dotted: frozenset[str]  # the module its import error names, whole (`torch.cuda.amp`)
     wrapper: str | None  # the wrapper whose report of another error it is (`inductorerror`)
+    attribute: tuple[bool, str, str] | None  # what lacks which attribute (normalize.missing_attribute)
+
+
+def _attributes_clash(sig: tuple[bool, str, str] | None, line: tuple[bool, str, str] | None) -> bool:
+    """The same attribute missing from an unrelated module is another error (`module 'caffe2' has no
+    attribute '__version__'` is not torch's); a module inside the one the signature names (`module
+    'torch.amp'` under `module 'torch' has no attribute 'amp'`) is the same. Which attribute is missing
+    is not decisive: a signature often names one example of many (`'OrderedDict' ... 'cuda'`, `'to'`)."""
+    if sig is None or line is None or not (sig[0] and line[0]) or sig[1] == line[1]:
+        return False
+    return not (_within(line[1], f"{sig[1]}.{sig[2]}") or _within(sig[1], f"{line[1]}.{line[2]}"))
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(f"{package}.")
 
 
 class SignatureIndex:
@@ -500,6 +516,7 @@ class SignatureIndex:
                     frozenset(t for t in aux_set if t.startswith(KIND_AUX)),
                     frozenset(t[3:] for t in aux_set if t.startswith(DOTTED)),
                     m.group(1).lower() if (m := WRAPPED.match(text)) else None,
+                    missing_attribute(text),
                 )
             if len(cache) < SIGNATURE_CACHE:
                 cache.update(fetched)
@@ -791,19 +808,23 @@ class Searcher:
                 score = sim * (1 - LINE_DOUBT * (1 - q.weight))
                 # a signature whose point is a quoted name ("No module named 'models'") must not
                 # claim a paste that quotes other names only
-                if sig_quoted and q.quoted - sig_quoted:
+                clash = _attributes_clash(sig.attribute, q.attribute)
+                if (sig_quoted and q.quoted - sig_quoted) or clash:
                     # the paste names other things than the signature ("module 'torch' has no
                     # attribute 'compile'" is not "... attribute 'ModuleDict'"): penalised by the
                     # share of names that differ; naming fewer (a truncated paste) is no conflict
                     floor = QUOTED_MISMATCH if words <= GENERIC_WORDS else QUOTED_MISMATCH_LONG
-                    agree = len(sig_quoted & q.quoted) / min(len(sig_quoted), len(q.quoted))
+                    agree = len(sig_quoted & q.quoted) / max(1, min(len(sig_quoted), len(q.quoted)))
                     # a missing module under the package the signature quotes is another module
                     # ("No module named 'torch._dynamo'" is not "... named 'torch'": torch is there);
                     # one deeper than a module the signature names may be any of its parts
-                    if any(
-                        d.split(".")[0] in sig_quoted
-                        and not any(d == s or d.startswith(f"{s}.") for s in sig.dotted)
-                        for d in q.dotted
+                    if (
+                        any(
+                            d.split(".")[0] in sig_quoted
+                            and not any(d == s or d.startswith(f"{s}.") for s in sig.dotted)
+                            for d in q.dotted
+                        )
+                        or clash
                     ):
                         agree = 0.0
                     score *= floor + (1 - floor) * agree

@@ -802,3 +802,17 @@ def test_a_short_signature_said_whole_is_a_candidate_however_common_its_words():
     line = "then on my laptop at the second epoch it will report CUDA error: out of memory"
     q = QueryLine(line, 1.0, normalize(line), index)
     assert 1 in index.candidates([q])
+
+
+@pytest.mark.parametrize("module", ["numpy", "transformers"])
+def test_the_same_attribute_missing_from_another_module_is_another_error(searcher, module):
+    # torch without `__version__` is a namespace package; another module without it says nothing of torch
+    result = searcher.search(f"AttributeError: module '{module}' has no attribute '__version__'")
+    assert not result.confident, [(h.slug, h.score, h.matched) for h in result.results[:3]]
+    # a module inside the one a signature names (`torch.amp` under "module 'torch' has no attribute
+    # 'amp'") is the same error, and so is another attribute missing from the same module
+    for paste in (
+        "AttributeError: module 'torch.amp' has no attribute 'custom_fwd'",
+        "AttributeError: module 'torch' has no attribute '__version__'",
+    ):
+        assert searcher.search(paste).confident, paste
