@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 32
+VERSION = 33
 
 # GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
@@ -122,6 +122,9 @@ def _ntstatus(m: re.Match[str]) -> str:
     return f" ntstatus_{code} " if code.startswith("c0000") else m.group(0)
 
 
+# which signal killed a DataLoader worker names its cause (`Killed`: out of RAM, `Bus error`: out of
+# shared memory, `Illegal instruction`: a CPU without AVX): a word of its own, not one of the sentence's
+KILLED_BY_SIGNAL = re.compile(r"(killed by signal:\s*)([A-Za-z]+)")
 WORD = re.compile(r"[a-z0-9_]+")
 # what an undefined C++ symbol is tells its cause: one taking a std::string (`__cxx11`, or the old
 # ABI's `Ss`) points at the C++ ABI flag, a pybind11 one at an extension not linked against
@@ -147,7 +150,7 @@ DTYPE_WORD = re.compile(r"bfloat16|float|double|half|long|int|short|byte|char|bo
 # `_pickle.UnpicklingError` is `pickle.UnpicklingError` raised from the C accelerator module
 PRIVATE_MODULE = re.compile(r"(?<![\w.])_([a-z]\w*)\.(?=[A-Z]\w*(?:Error|Exception|Warning)\b)")
 # the module an import could not find, whole: `No module named 'torch._dynamo'` is not `... 'torch'`
-MISSING_MODULE = re.compile(r"No module named '([A-Za-z_]\w*(?:\.\w+)+)'")
+MISSING_MODULE = re.compile(r"No module named '?([A-Za-z_]\w*(?:\.\w+)+)")
 SMALL_INT = re.compile(r"[-+]?\d{1,2}")
 # a C++/CUDA source file (`at /pytorch/aten/src/THC/generic/THCStorage.cu:58`): where in torch's
 # sources an error was raised moves between releases, so unlike a library that failed to load it
@@ -446,6 +449,9 @@ def normalize(line: str) -> Normalized:
     out = BOILERPLATE.sub(" ", line).strip() or line.strip()
     out = ERROR_CODE.sub(r"\1 c\2", out)
     out = NTSTATUS.sub(_ntstatus, out)
+    if m := KILLED_BY_SIGNAL.search(out):
+        aux.append(f"sg:{m.group(2).lower()}")  # (a kind: another signal is another cause)
+        out = KILLED_BY_SIGNAL.sub(lambda m: f"{m.group(1)}signal_{m.group(2).lower()}", out)
     # which side is on which device decides the fix, and the words of both directions are the same
     if m := INPUT_AND_WEIGHT.search(out):
         aux += [f"input_{_device(m.group(1))}", f"weight_{_device(m.group(2))}"]

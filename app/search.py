@@ -135,8 +135,12 @@ EXC_TYPE = re.compile(r"(?:error|exception|warning|interrupt|exit)$")  # a token
 # state_dict keys (`k:encoder`), and kinds: an undefined C++ symbol's (`sym:string`), a key list's shape
 # (`sd:wrapper`), how two named tensor types differ (`ty:device`); the module an import missed (`qd:`)
 NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$|p:|k:|qd:|sym:|sd:|ty:")
-KIND_AUX = ("sym:", "sd:", "ty:")
-LINE_KINDS = ("sym:", "ty:")  # the kinds a line says alone (a key list's shape is read from the whole paste)
+KIND_AUX = ("sym:", "sd:", "ty:", "sg:")
+LINE_KINDS = (
+    "sym:",
+    "ty:",
+    "sg:",
+)  # the kinds a line says alone (a key list's shape is read from the whole paste)
 DOTTED = "qd:"  # the module an import missed, whole (normalize.MISSING_MODULE): it tells modules apart only
 DECISIVE_SHAPES = frozenset(["wrapper", "prefix", "container", "counters"])  # of normalize.key_shape
 STOPWORDS = frozenset(
@@ -416,7 +420,7 @@ class SignatureInfo:
     quoted: frozenset[str]  # the names it quotes
     names: frozenset[str]  # those and its file names
     python_template: bool  # it holds one of Python's own message templates
-    kinds: frozenset[str]  # the kind of undefined C++ symbol or shape of key list it names (KIND_AUX)
+    kinds: frozenset[str]  # the kind of undefined C++ symbol, key list or killing signal it names (KIND_AUX)
     dotted: frozenset[str]  # the module its import error names, whole (`torch.cuda.amp`)
     wrapper: str | None  # the wrapper whose report of another error it is (`inductorerror`)
     attribute: tuple[bool, str, str] | None  # what lacks which attribute (normalize.missing_attribute)
@@ -847,7 +851,8 @@ class Searcher:
                     score *= FILE_MISMATCH
                 # and, when no library file agrees, the kind of symbol missing (normalize.SYMBOL_KINDS)
                 # the shape of the keys a state_dict lacks or has to spare (normalize.key_shape), or how two
-                # tensor types a type check names differ (normalize.TYPE_PAIR)
+                # tensor types a type check names differ (normalize.TYPE_PAIR), or the signal that killed
+                # a worker (normalize.KILLED_BY_SIGNAL)
                 if sig.kinds and q.kinds and not sig.kinds & q.kinds and not sig_files & q.aux:
                     score *= KIND_MISMATCH
                 # a wrapper's report of an inner error (`InductorError: IndexError: ...`) is not that

@@ -1100,3 +1100,12 @@ def test_a_signature_written_with_the_class_repr_reads_as_the_paste_does():
     printed = normalize("<class 'KeyError'>: 'getpwuid(): uid not found: 501'")
     plain = normalize("KeyError: 'getpwuid(): uid not found: 501'")
     assert (printed.tokens, printed.aux) == (plain.tokens, plain.aux)
+
+
+def test_the_signal_that_killed_a_worker_is_a_word_and_a_kind_of_its_own():
+    killed, bus = (
+        normalize(f"RuntimeError: DataLoader worker (pid 77) is killed by signal: {name}.")
+        for name in ("Killed", "Bus error")
+    )
+    assert "signal_killed" in killed.tokens and "signal_bus" in bus.tokens
+    assert "sg:killed" in killed.aux and "sg:bus" in bus.aux

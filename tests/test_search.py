@@ -816,3 +816,17 @@ def test_the_same_attribute_missing_from_another_module_is_another_error(searche
         "AttributeError: module 'torch' has no attribute '__version__'",
     ):
         assert searcher.search(paste).confident, paste
+
+
+@pytest.mark.parametrize("signal", ["Bus error", "Aborted", "Illegal instruction"])
+def test_which_signal_killed_a_worker_decides(searcher, signal):
+    # `Killed` is the OOM killer, `Bus error` a full /dev/shm, `Illegal instruction` a CPU without
+    # AVX: with the entries that name this signal hidden, the OOM entry is no confident answer
+    naming = frozenset(
+        p.stem for p in CONTENT.glob("*/*.toml") if f"signal: {signal}" in p.read_text(encoding="utf-8")
+    )
+    paste = f"RuntimeError: DataLoader worker (pid 4242) is killed by signal: {signal}."
+    result = searcher.search(paste, hide=naming)
+    assert not result.confident, [(h.slug, h.score, h.matched) for h in result.results[:3]]
+    # and with them, the entry that names it answers
+    assert searcher.search(paste).results[0].slug in naming
