@@ -17,7 +17,11 @@ VERSION = 33
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # a traceback inside a JSON or repr string: its newlines and quotes are escapes (`\n`, `\"`)
-ESCAPED_TRACEBACK = re.compile(r"Traceback \(most recent call last\):\\n|\\n\s+File \\?[\"']")
+ESCAPED_TRACEBACK = re.compile(
+    r"Traceback \(most recent call last\):\\n|\\n\s+File \\?[\"']"
+    # or an error's repr, in an app's error box (`\'AttributeError: type object \'X\' has no ...\n\n...`)
+    r"|\\'[^'\n]{1,200}\\'[^\n]*\\n"
+)
 # a notebook's error copied as JSON (VS Code's Jupyter output: `"name": "OSError", "message": "...",
 # "stack": "..."`): the type and its message, and the strings' escapes (`\"`, `\\`, `\n`)
 JSON_ERROR = re.compile(r'"name":\s*"([A-Za-z_][\w.]*)",\s*"message":\s*"((?:[^"\\]|\\.)*)",?')

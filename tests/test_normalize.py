@@ -939,6 +939,13 @@ def test_traceback_inside_an_escaped_string_is_read_as_one():
         in offered
     )
     assert ex.frames == 1 and not any("scaler.step" in o for o in offered if o not in ex.raised_by)
+    # an error's repr in an app's error box: escaped quotes around its names, `\n` between its lines
+    boxed = extract(
+        "Generation failed, see the terminal. \\'RuntimeError: Expected all tensors to be on the same device, "
+        "but found at least two devices, cuda:0 and cpu! (when checking argument for argument \\'mat1\\')"
+        "\\n\\nSet TORCHDYNAMO_VERBOSE=1 for the internal stack trace\\n\\'"
+    )
+    assert boxed.lines[0][0].endswith("(when checking argument for argument 'mat1')"), boxed.lines[:2]
     # a Windows path is no escaped newline
     assert extract('OSError: cannot open "C:\\new\\nets\\model.pt"').lines[0][0].endswith('nets\\model.pt"')
 
