@@ -435,13 +435,16 @@ def file_tokens(path: str) -> list[str]:
 
 # `module 'torch' has no attribute 'compile'`, `'Net' object has no attribute 'fit'`: what lacks which
 # attribute. Quoted names are a set everywhere else; here which one is the attribute decides.
-NO_ATTRIBUTE = re.compile(r"(module |type object )?'([^'{}\s]+)'(?: object)? has no attribute '([^'{}\s]+)'")
+NO_ATTRIBUTE = re.compile(
+    r"(?:(module |type object )?'([^'{}\s]+)'(?: object)?|\bobject) has no attribute '([^'{}\s]+)'"
+)
 
 
 def missing_attribute(line: str) -> tuple[bool, str, str] | None:
-    """(whether the owner is a module, the owner, the attribute) of a missing-attribute message."""
+    """(whether the owner is a module, the owner or "" where it is not named, the attribute) of a
+    missing-attribute message."""
     if m := NO_ATTRIBUTE.search(line.translate(STRAIGHT_QUOTES)):
-        return m.group(1) == "module ", m.group(2).lower(), m.group(3).lower()
+        return m.group(1) == "module ", (m.group(2) or "").lower(), m.group(3).lower()
     return None
 
 

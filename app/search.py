@@ -133,8 +133,9 @@ BARE_TYPES = ("error", "exception", "warning")  # "the error: ..." is prose, not
 EXC_TYPE = re.compile(r"(?:error|exception|warning|interrupt|exit)$")  # a token naming an exception type
 # aux tokens that are not names: small numbers (normalize.SMALL_INT), file names (normalize.file_tokens),
 # state_dict keys (`k:encoder`), and kinds: an undefined C++ symbol's (`sym:string`), a key list's shape
-# (`sd:wrapper`), how two named tensor types differ (`ty:device`); the module an import missed (`qd:`)
-NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$|p:|k:|qd:|sym:|sd:|ty:")
+# (`sd:wrapper`), how two named tensor types differ (`ty:device`), the signal that killed a worker
+# (`sg:bus`); the module an import missed (`qd:`)
+NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$|p:|k:|qd:|sym:|sd:|ty:|sg:")
 KIND_AUX = ("sym:", "sd:", "ty:", "sg:")
 LINE_KINDS = (
     "sym:",
@@ -430,8 +431,13 @@ def _attributes_clash(sig: tuple[bool, str, str] | None, line: tuple[bool, str, 
     """The same attribute missing from an unrelated module is another error (`module 'caffe2' has no
     attribute '__version__'` is not torch's); a module inside the one the signature names (`module
     'torch.amp'` under `module 'torch' has no attribute 'amp'`) is the same. Which attribute is missing
-    is not decisive: a signature often names one example of many (`'OrderedDict' ... 'cuda'`, `'to'`)."""
-    if sig is None or line is None or not (sig[0] and line[0]) or sig[1] == line[1]:
+    is not decisive: a signature often names one example of many (`'OrderedDict' ... 'cuda'`, `'to'`),
+    unless the name it gives the attribute is the paste's owner."""
+    if sig is None or line is None:
+        return False
+    if sig[2] != line[2] and sig[2] == line[1]:  # the attribute it names is what the paste lacks one
+        return True  # ("object has no attribute 'module'" is not "'module' object has no attribute 'x'")
+    if not (sig[0] and line[0]) or sig[1] == line[1]:
         return False
     return not (_within(line[1], f"{sig[1]}.{sig[2]}") or _within(sig[1], f"{line[1]}.{line[2]}"))
 
@@ -446,14 +452,16 @@ class SignatureIndex:
     def __init__(self, rows: Iterable[tuple[int, str, str]]):
         postings: dict[str, array[int]] = {}
         sizes: dict[int, int] = {}
-        phrases: dict[tuple[str, str], list[tuple[tuple[str, ...], int]]] = {}
+        phrases: dict[tuple[str, str], list[tuple[tuple[str, ...], int, frozenset[str]]]] = {}
         for sid, tokens, aux in rows:
             said = tokens.split()
-            # a short signature that quotes no name (those are found by their names), by its first two
-            # words, also without its exception type (a message in a sentence seldom carries it)
+            # a short signature by its first two words, also without its exception type (a message in
+            # a sentence seldom carries it), with the names it quotes: a line that says it word for word
+            # and quotes those names holds it ("No module named 'torch'" among a hundred other modules)
+            names = frozenset(t for t in aux.split() if not NUMBER_AUX.match(t))
             for phrase in (said, said[1:] if said and EXC_TYPE.search(said[0]) else []):
-                if PHRASE_MIN <= len(phrase) <= PHRASE_MAX and QUOTED not in phrase:
-                    phrases.setdefault((phrase[0], phrase[1]), []).append((tuple(phrase), sid))
+                if PHRASE_MIN <= len(phrase) <= PHRASE_MAX and (QUOTED not in phrase or names):
+                    phrases.setdefault((phrase[0], phrase[1]), []).append((tuple(phrase), sid, names))
             words = set(said) | {t for t in aux.split() if not t.startswith(DOTTED)}
             sizes[sid] = len(words)
             for t in words:
@@ -602,8 +610,8 @@ class SignatureIndex:
             # reports `CUDA error: out of memory`"): gathering rarest words first may not reach it
             words, phrases_at = q.words, self.phrases.get
             for j in range(len(words) - PHRASE_MIN + 1):
-                for phrase, sid in phrases_at((words[j], words[j + 1]), ()):
-                    if tuple(words[j : j + len(phrase)]) == phrase:
+                for phrase, sid, names in phrases_at((words[j], words[j + 1]), ()):
+                    if tuple(words[j : j + len(phrase)]) == phrase and names <= q.quoted:
                         picked[sid] = None
             # the best line gathers most; the others a share each
             keep = CANDIDATES if i == 0 else CANDIDATES // 2

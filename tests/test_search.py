@@ -830,3 +830,28 @@ def test_which_signal_killed_a_worker_decides(searcher, signal):
     assert not result.confident, [(h.slug, h.score, h.matched) for h in result.results[:3]]
     # and with them, the entry that names it answers
     assert searcher.search(paste).results[0].slug in naming
+
+
+def test_a_short_signature_with_its_names_said_whole_is_found_among_many_alike(searcher):
+    # a hundred signatures say "No module named '...'"; a paste whose other lines hold rare words
+    # must still gather the one quoting the module it lacks, but not one whose name is in another role
+    paste = """ModuleNotFoundError: No module named 'torch'
+
+hello, I just start the launcher and it's said
+Starting Voice-Changer with Conda for AMD support...
+Traceback (most recent call last):
+  File "C:\\Users\\me\\Desktop\\voice-changer\\server.py", line 13, in <module>
+    from assets.configs.config import Config
+  File "C:\\Users\\me\\Desktop\\voice-changer\\assets\\configs\\config.py", line 10, in <module>
+    import torch
+ModuleNotFoundError: No module named 'torch'
+Press any key to continue . . .
+i try many times and try reinstall the launcher"""
+    result = searcher.search(paste)
+    assert "torch" in result.results[0].matched.split("'"), [
+        (h.slug, h.score, h.matched) for h in result.results[:3]
+    ]
+    other = searcher.search("AttributeError: 'module' object has no attribute 'float32'")
+    assert other.results[0].slug != "model-module-on-unwrapped-model", [
+        (h.slug, h.score) for h in other.results[:3]
+    ]
