@@ -360,6 +360,27 @@ class Normalized:
     ignored: Counter[str] = field(default_factory=Counter)
 
 
+# A shell's crash report in the user's language (glibc's strsignal, translated): read as English
+LOCALIZED_CRASH = {
+    "段错误": "Segmentation fault",
+    "非法指令": "Illegal instruction",
+    "总线错误": "Bus error",
+    "已放弃": "Aborted",
+    "已杀死": "Killed",
+    "核心已转储": "core dumped",
+    "吐核": "core dumped",
+    "Speicherzugriffsfehler": "Segmentation fault",
+    "Speicherabzug geschrieben": "core dumped",
+    "Erreur de segmentation": "Segmentation fault",
+    "Violación de segmento": "Segmentation fault",
+    "Falha de segmentação": "Segmentation fault",
+    "Ошибка сегментирования": "Segmentation fault",
+    "セグメンテーション違反です": "Segmentation fault",
+    "コアダンプ": "core dumped",
+}
+LOCALIZED_CRASH_WORDS = re.compile("|".join(map(re.escape, LOCALIZED_CRASH)))
+
+
 def clean(text: str) -> str:
     """Drop NULs, ANSI colours and progress-bar overwrites; unify newlines and quotes; open up a
     traceback pasted as an escaped string (a JSON log's `"traceback": "Traceback ...:\\n  File \\"..."`)."""
@@ -368,7 +389,7 @@ def clean(text: str) -> str:
     text, copied_as_json = JSON_ERROR.subn(lambda m: f"{m.group(1)}: {m.group(2)}\n", text)
     if copied_as_json:
         text = JSON_ESCAPE.sub(lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), text)
-    text = ANSI.sub("", text)
+    text = LOCALIZED_CRASH_WORDS.sub(lambda m: LOCALIZED_CRASH[m.group(0)], ANSI.sub("", text))
     if ESCAPED_TRACEBACK.search(text):
         text = text.replace("\\n", "\n").replace('\\"', '"').replace("\\'", "'")
     # a progress bar rewrites its line with \r: keep what was printed last

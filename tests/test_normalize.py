@@ -472,6 +472,12 @@ error: metadata-generation-failed""",
         "weights_only argument in torch.load from False to True.",
         ["raise pickle"],
     ),
+    # a shell's crash report in the user's language reads as the English one
+    "crash-line-in-the-users-language": (
+        "Loading pretrained weights from the hub\nstart training ...\n段错误 (核心已转储)",
+        "Segmentation fault (core dumped)",
+        [],
+    ),
     # the linker's diagnostic above make's trailers: each trailer only says the step above it failed
     "link-error-above-make-trailers": (
         """/usr/bin/ld: CMakeFiles/app.dir/main.cpp.o: in function `main':
