@@ -478,8 +478,9 @@ def normalize(line: str) -> Normalized:
     out = ERROR_CODE.sub(r"\1 c\2", out)
     out = NTSTATUS.sub(_ntstatus, out)
     if m := KILLED_BY_SIGNAL.search(out):
-        aux.append(f"sg:{m.group(2).lower()}")  # (a kind: another signal is another cause)
-        out = KILLED_BY_SIGNAL.sub(lambda m: f"{m.group(1)}signal_{m.group(2).lower()}", out)
+        signal = m.group(2).lower()
+        aux.append(f"sg:{signal}")  # (a kind: another signal is another cause)
+        out = f"{out[: m.start(2)]}signal_{signal}{out[m.end(2) :]}"
     # which side is on which device decides the fix, and the words of both directions are the same
     if m := INPUT_AND_WEIGHT.search(out):
         aux += [f"input_{_device(m.group(1))}", f"weight_{_device(m.group(2))}"]

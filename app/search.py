@@ -137,11 +137,8 @@ EXC_TYPE = re.compile(r"(?:error|exception|warning|interrupt|exit)$")  # a token
 # (`sg:bus`); the module an import missed (`qd:`)
 NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$|p:|k:|qd:|sym:|sd:|ty:|sg:")
 KIND_AUX = ("sym:", "sd:", "ty:", "sg:")
-LINE_KINDS = (
-    "sym:",
-    "ty:",
-    "sg:",
-)  # the kinds a line says alone (a key list's shape is read from the whole paste)
+# the kinds a line says alone (a key list's shape is read from the whole paste)
+LINE_KINDS = ("sym:", "ty:", "sg:")
 DOTTED = "qd:"  # the module an import missed, whole (normalize.MISSING_MODULE): it tells modules apart only
 DECISIVE_SHAPES = frozenset(["wrapper", "prefix", "container", "counters"])  # of normalize.key_shape
 STOPWORDS = frozenset(
@@ -443,6 +440,7 @@ def _attributes_clash(sig: tuple[bool, str, str] | None, line: tuple[bool, str, 
 
 
 def _within(module: str, package: str) -> bool:
+    """`module` is `package` or one of its submodules."""
     return module == package or module.startswith(f"{package}.")
 
 
@@ -832,8 +830,7 @@ class Searcher:
                     # one deeper than a module the signature names may be any of its parts
                     if (
                         any(
-                            d.split(".")[0] in sig_quoted
-                            and not any(d == s or d.startswith(f"{s}.") for s in sig.dotted)
+                            d.split(".")[0] in sig_quoted and not any(_within(d, s) for s in sig.dotted)
                             for d in q.dotted
                         )
                         or clash
