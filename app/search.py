@@ -57,6 +57,7 @@ SLOT_TYPO = 66  # rapidfuzz ratio at which a slot's word is the signature's, mis
 NAME_LIKE = re.compile(r"[_\d]")  # an identifier, not a word of English
 CONTEXT_MASS = 60.0  # IDF weight (about ten distinctive words) the rest of a paste needs to count in full
 LINE_DOUBT = 0.5  # share of the line picker's doubt (prose, warnings, earlier exceptions) a match keeps
+HUB_SHOWN = 3  # a tie's hub is kept among this many first answers
 UNDECIDED = TIE / 10  # tied entries the rest of the paste separates by less than this: no confident pick
 FILE_MISMATCH = 0.85  # a signature naming another library file than the paste's
 # a signature that is a wrapper's report of another error: `InductorError: IndexError: ...`
@@ -743,6 +744,7 @@ class Searcher:
                 hits.setdefault(h.slug, h)
         ranked = sorted(hits.values(), key=lambda h: -(h.score + 0.1 * h.support))
         ranked, undecided = self._break_ties(db, ranked, clean(text[:CONTEXT_CHARS]))
+        ranked = self._hub_in_sight(db, ranked)
         ranked = ranked[:limit]
         confident = confident and not undecided
         if confident and ranked:  # a clear answer: don't bury it under faint look-alikes
@@ -937,6 +939,15 @@ class Searcher:
                 order.insert(0, hub)
                 undecided = False
         return order + ranked[len(tied) :], undecided
+
+    def _hub_in_sight(self, db: Reader, ranked: list[Hit]) -> list[Hit]:
+        """The entry that lists every cause ranked above it (a hub for their message) is kept among
+        the first HUB_SHOWN, for a reader whose case is none of those."""
+        links = self._entry_texts(db).links
+        for i, h in enumerate(ranked[HUB_SHOWN:], HUB_SHOWN):
+            if {o.slug for o in ranked[:i]} <= links(db, h.slug):
+                return [*ranked[: HUB_SHOWN - 1], h, *ranked[HUB_SHOWN - 1 : i], *ranked[i + 1 :]]
+        return ranked
 
     def _entry_texts(self, db: Reader) -> EntryTexts:
         if self._texts is None:

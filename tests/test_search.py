@@ -348,6 +348,22 @@ def test_search_one_message_several_causes_nothing_to_choose_gets_the_hub_that_l
     assert result.confident
 
 
+def test_search_the_hub_for_a_message_stays_among_the_first_three(searcher):
+    # missing keys favour a few specific causes, none clearly: the entry listing every cause of
+    # the message must stay in sight for a reader whose case is another one
+    result = searcher.search("""Traceback (most recent call last):
+  File "eval.py", line 62, in <module>
+    net.load_state_dict(weight)
+  File "/usr/lib/python3.8/site-packages/torch/nn/modules/module.py", line 1045, in load_state_dict
+    self.__class__.__name__, "\\n\\t".join(error_msgs)))
+RuntimeError: Error(s) in loading state_dict for ResNet:
+\tMissing key(s) in state_dict: "layer1.0.conv3.weight", "layer1.0.bn3.weight", "layer1.0.bn3.bias", "layer1.0.bn3.running_mean",
+""")
+    slugs = [h.slug for h in result.results]
+    assert slugs.index("load-state-dict-missing-unexpected-keys") < 3 < len(slugs)
+    assert not result.confident
+
+
 def test_search_one_message_several_causes_the_rest_of_the_paste_decides(searcher):
     result = searcher.search(f"""Resuming from checkpoint epoch 12
 Traceback (most recent call last):
