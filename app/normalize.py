@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 33
+VERSION = 34
 
 # GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
@@ -124,6 +124,27 @@ NTSTATUS = re.compile(rf"\b0x(c0000[0-9a-f]{{3}})\b|(?<![\w.])({NTSTATUS_EXIT})(
 def _ntstatus(m: re.Match[str]) -> str:
     code = (m.group(1) or f"{int(m.group(2)) % 2**32:08x}").lower()
     return f" ntstatus_{code} " if code.startswith("c0000") else m.group(0)
+
+
+# a convolution given fewer dimensions than it takes lacks its batch (or time) axis, one given more has
+# an extra one: the message reads the same in both directions, with only small numbers apart
+CONV_DIMS = re.compile(
+    r"Expected (\d)-dimensional input for \d-dimensional weight.*?but got (?:(\d)-dimensional input|input of size:? ?\[([^\]]*)\])"
+    r"|Expected (\d)D \(unbatched\) or (\d)D \(batched\) input to \w+, but got input of size:? ?\[([^\]]*)\]"
+)
+
+
+def _conv_dims(line: str) -> str | None:
+    """`fewer` or `more` dimensions than a convolution takes, as its message says."""
+    if not (m := CONV_DIMS.search(line)):
+        return None
+    if m.group(1):
+        takes = least = int(m.group(1))
+        got = int(m.group(2)) if m.group(2) else len(m.group(3).split(","))
+    else:
+        least, takes = int(m.group(4)), int(m.group(5))
+        got = len(m.group(6).split(","))
+    return "fewer" if got < least else "more" if got > takes else None
 
 
 # which signal killed a DataLoader worker names its cause (`Killed`: out of RAM, `Bus error`: out of
@@ -477,6 +498,8 @@ def normalize(line: str) -> Normalized:
     out = BOILERPLATE.sub(" ", line).strip() or line.strip()
     out = ERROR_CODE.sub(r"\1 c\2", out)
     out = NTSTATUS.sub(_ntstatus, out)
+    if dims := _conv_dims(out):
+        aux.append(f"dm:{dims}")  # (a kind: the missing axis and the extra one are other causes)
     if m := KILLED_BY_SIGNAL.search(out):
         signal = m.group(2).lower()
         aux.append(f"sg:{signal}")  # (a kind: another signal is another cause)

@@ -136,10 +136,10 @@ EXC_TYPE = re.compile(r"(?:error|exception|warning|interrupt|exit)$")  # a token
 # state_dict keys (`k:encoder`), and kinds: an undefined C++ symbol's (`sym:string`), a key list's shape
 # (`sd:wrapper`), how two named tensor types differ (`ty:device`), the signal that killed a worker
 # (`sg:bus`); the module an import missed (`qd:`)
-NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$|p:|k:|qd:|sym:|sd:|ty:|sg:")
-KIND_AUX = ("sym:", "sd:", "ty:", "sg:")
+NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$|p:|k:|qd:|sym:|sd:|ty:|sg:|dm:")
+KIND_AUX = ("sym:", "sd:", "ty:", "sg:", "dm:")
 # the kinds a line says alone (a key list's shape is read from the whole paste)
-LINE_KINDS = ("sym:", "ty:", "sg:")
+LINE_KINDS = ("sym:", "ty:", "sg:", "dm:")
 DOTTED = "qd:"  # the module an import missed, whole (normalize.MISSING_MODULE): it tells modules apart only
 DECISIVE_SHAPES = frozenset(["wrapper", "prefix", "container", "counters"])  # of normalize.key_shape
 STOPWORDS = frozenset(

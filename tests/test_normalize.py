@@ -1122,3 +1122,37 @@ def test_the_signal_that_killed_a_worker_is_a_word_and_a_kind_of_its_own():
     )
     assert "signal_killed" in killed.tokens and "signal_bus" in bus.tokens
     assert "sg:killed" in killed.aux and "sg:bus" in bus.aux
+
+
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [
+        (
+            "Expected 4-dimensional input for 4-dimensional weight [64, 3, 7, 7], but got 3-dimensional input",
+            "fewer",
+        ),
+        (
+            "Expected 4-dimensional input for 4-dimensional weight 64 1 3 3, but got 5-dimensional input",
+            "more",
+        ),
+        (
+            "Expected 4-dimensional input for 4-dimensional weight [8, 3, 3, 3], but got input of size [2, 5, 3, 9, 9]",
+            "more",
+        ),
+        (
+            "Expected 4D (unbatched) or 5D (batched) input to conv3d, but got input of size: [1, 1, 16, 24, 24, 16]",
+            "more",
+        ),
+        (
+            "Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: [224, 224]",
+            "fewer",
+        ),
+        (
+            "Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: [3, 224, 224]",
+            None,
+        ),
+    ],
+)
+def test_a_convolution_input_off_by_an_axis_is_a_kind(line, kind):
+    # both directions of the message share every word: the kind says which way the input is off
+    assert {t for t in normalize(line).aux if t.startswith("dm:")} == ({f"dm:{kind}"} if kind else set())

@@ -848,6 +848,41 @@ def test_which_signal_killed_a_worker_decides(searcher, signal):
     assert searcher.search(paste).results[0].slug in naming
 
 
+@pytest.mark.parametrize(
+    ("paste", "slug"),
+    [
+        # the old wording, fewer dimensions than the weight: the batch axis is missing
+        (
+            "RuntimeError: Expected 4-dimensional input for 4-dimensional weight [32, 3, 5, 5], but got "
+            "3-dimensional input of size [3, 128, 128] instead",
+            "conv-input-missing-batch-dim",
+        ),
+        # ... and more: an extra axis (a clip fed to a 2-D conv)
+        (
+            "RuntimeError: Expected 4-dimensional input for 4-dimensional weight [16, 1, 3, 3], but got "
+            "5-dimensional input of size [4, 10, 1, 96, 96] instead",
+            "conv-input-extra-dimension",
+        ),
+        # the new wording names no dimension count for the input: its size says it
+        (
+            "RuntimeError: Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: "
+            "[4, 10, 3, 96, 96]",
+            "conv-input-extra-dimension",
+        ),
+        (
+            "RuntimeError: Expected 5-dimensional input for 5-dimensional weight [32, 3, 3, 7, 7], but got "
+            "4-dimensional input of size [4, 3, 112, 112] instead",
+            "conv3d-input-missing-time-dimension",
+        ),
+    ],
+)
+def test_a_convolution_given_fewer_or_more_dimensions_is_answered_by_its_cause(searcher, paste, slug):
+    # both directions read the same but for small numbers: which way the input is off decides
+    result = searcher.search(paste)
+    assert result.results[0].slug == slug, [(h.slug, h.score) for h in result.results[:3]]
+    assert result.confident
+
+
 def test_a_short_signature_with_its_names_said_whole_is_found_among_many_alike(searcher):
     # a hundred signatures say "No module named '...'"; a paste whose other lines hold rare words
     # must still gather the one quoting the module it lacks, but not one whose name is in another role
