@@ -77,6 +77,16 @@ def test_sync_keeps_run_history_of_updated_entries(tree):
             "broken.expect.match",
         ),
         (lambda s: s + "\n[[[", "TOML syntax error"),
+        # only the wrapper search drops: it would match every bare `RuntimeError` line
+        (
+            lambda s: s.replace(
+                "signatures = [",
+                'signatures = [\n  "RuntimeError: Failed to import transformers.models.bert because of the '
+                'following error (look up to see its traceback):",',
+                1,
+            ),
+            "signature 1 says only 'runtimeerror'",
+        ),
     ],
 )
 def test_sync_bad_file_names_file_and_field_and_keeps_data(tree, mutate, field):
