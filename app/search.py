@@ -57,6 +57,11 @@ SLOT_TYPO = 66  # rapidfuzz ratio at which a slot's word is the signature's, mis
 NAME_LIKE = re.compile(r"[_\d]")  # an identifier, not a word of English
 CONTEXT_MASS = 60.0  # IDF weight (about ten distinctive words) the rest of a paste needs to count in full
 LINE_DOUBT = 0.5  # share of the line picker's doubt (prose, warnings, earlier exceptions) a match keeps
+# the system a paste comes from, told by its paths: a word the entries about that system say
+PLATFORMS = (
+    ("macos", re.compile(r"(?<![\w/])/Users/\w|/opt/homebrew/|\.dylib\b|\bdarwin\b", re.I)),
+    ("windows", re.compile(r"\b[A-Z]:\\\\?[\w$.-]|\[WinError \d+\]")),
+)
 HUB_SHOWN = 3  # a tie's hub is kept among this many first answers
 UNDECIDED = TIE / 10  # tied entries the rest of the paste separates by less than this: no confident pick
 FILE_MISMATCH = 0.85  # a signature naming another library file than the paste's
@@ -889,7 +894,7 @@ class Searcher:
             return ranked, False
         tied = [h for h in ranked if h.score >= ranked[0].score - TIE]
         texts = self._entry_texts(db)
-        said = set(WORD.findall(paste.lower()))
+        said = set(WORD.findall(paste.lower())) | {os for os, shows in PLATFORMS if shows.search(paste)}
         known = {w for w in said if w in texts.df}
 
         # the matched line's words, left out of "the rest of the paste" (tied hits often share a line)

@@ -883,6 +883,20 @@ def test_a_convolution_given_fewer_or_more_dimensions_is_answered_by_its_cause(s
     assert result.confident
 
 
+def test_the_system_a_pastes_paths_show_breaks_a_tie(searcher):
+    # "Torch not compiled with CUDA enabled" has several causes; paths under /Users/ say macOS, where
+    # the cause is code that hard-codes CUDA, though the paste never names the system
+    paste = """Traceback (most recent call last):
+  File "/Users/ana/projects/tts/app.py", line 12, in <module>
+    model = model.to("cuda")
+  File "/Users/ana/projects/tts/.venv/lib/python3.11/site-packages/torch/cuda/__init__.py", line 310, in _lazy_init
+    raise AssertionError("Torch not compiled with CUDA enabled")
+AssertionError: Torch not compiled with CUDA enabled"""
+    assert searcher.search(paste).results[0].slug == "cuda-hardcoded-on-macos"
+    on_linux = searcher.search(paste.replace("/Users/ana", "/home/ana"))
+    assert on_linux.results[0].slug != "cuda-hardcoded-on-macos"
+
+
 def test_a_short_signature_with_its_names_said_whole_is_found_among_many_alike(searcher):
     # a hundred signatures say "No module named '...'"; a paste whose other lines hold rare words
     # must still gather the one quoting the module it lacks, but not one whose name is in another role
