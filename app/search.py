@@ -140,7 +140,8 @@ EXC_TYPE = re.compile(r"(?:error|exception|warning|interrupt|exit)$")  # a token
 # aux tokens that are not names: small numbers (normalize.SMALL_INT), file names (normalize.file_tokens),
 # state_dict keys (`k:encoder`), and kinds: an undefined C++ symbol's (`sym:string`), a key list's shape
 # (`sd:wrapper`), how two named tensor types differ (`ty:device`), the signal that killed a worker
-# (`sg:bus`); the module an import missed (`qd:`)
+# (`sg:bus`), which way a convolution's input is off by an axis (`dm:fewer`); the module an import
+# missed (`qd:`)
 NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$|p:|k:|qd:|sym:|sd:|ty:|sg:|dm:")
 KIND_AUX = ("sym:", "sd:", "ty:", "sg:", "dm:")
 # the kinds a line says alone (a key list's shape is read from the whole paste)
@@ -894,7 +895,9 @@ class Searcher:
             return ranked, False
         tied = [h for h in ranked if h.score >= ranked[0].score - TIE]
         texts = self._entry_texts(db)
-        said = set(WORD.findall(paste.lower())) | {os for os, shows in PLATFORMS if shows.search(paste)}
+        said = set(WORD.findall(paste.lower())) | {
+            system for system, shows in PLATFORMS if shows.search(paste)
+        }
         known = {w for w in said if w in texts.df}
 
         # the matched line's words, left out of "the rest of the paste" (tied hits often share a line)
