@@ -165,6 +165,14 @@ UNRELATED = [
 ]
 
 
+def assert_answers(searcher, paste: str, slug: str) -> None:
+    """The paste's first answer is `slug`, and a confident one."""
+    result = searcher.search(paste)
+    assert result.results[0].slug == slug and result.confident, [
+        (h.slug, h.score) for h in result.results[:3]
+    ]
+
+
 @pytest.mark.parametrize("name", sorted(PASTES))
 def test_search_paste_lands_on_entry(searcher, name):
     paste, slug = PASTES[name]
@@ -393,9 +401,7 @@ Traceback (most recent call last):
 )
 def test_search_whole_message_inside_a_sentence_is_confident(searcher, paste, slug):
     # the user's words around a complete, distinctive message do not make it another error
-    result = searcher.search(paste)
-    assert result.results[0].slug == slug
-    assert result.confident, [(h.slug, h.score) for h in result.results[:3]]
+    assert_answers(searcher, paste, slug)
 
 
 def test_search_a_warning_pasted_with_the_error_does_not_unsettle_it(searcher):
@@ -532,8 +538,7 @@ def test_the_windows_error_code_decides_in_any_language(searcher, code, message,
         f"OSError: [WinError {code}] {message} Error loading "
         '"D:\\python\\lib\\site-packages\\torch\\lib\\cudnn_adv_infer64_8.dll" or one of its dependencies.'
     )
-    result = searcher.search(paste)
-    assert result.results[0].slug == slug and result.confident
+    assert_answers(searcher, paste, slug)
 
 
 @pytest.mark.parametrize(
@@ -611,8 +616,7 @@ def test_what_follows_a_cut_signature_is_not_taken_for_prose(searcher, paste):
 def test_the_quoted_byte_decides_which_file_was_loaded(searcher, key, slug):
     # '<' is an HTML page, 'v' a Git LFS pointer, any other byte another kind of file: a quoted
     # symbol is a name like any other
-    result = searcher.search(f"_pickle.UnpicklingError: invalid load key, '{key}'.")
-    assert result.results[0].slug == slug and result.confident
+    assert_answers(searcher, f"_pickle.UnpicklingError: invalid load key, '{key}'.", slug)
 
 
 def test_a_warning_matched_whole_does_not_outrank_the_error_cut_short(searcher):
@@ -878,9 +882,7 @@ def test_which_signal_killed_a_worker_decides(searcher, signal):
 )
 def test_a_convolution_given_fewer_or_more_dimensions_is_answered_by_its_cause(searcher, paste, slug):
     # both directions read the same but for small numbers: which way the input is off decides
-    result = searcher.search(paste)
-    assert result.results[0].slug == slug, [(h.slug, h.score) for h in result.results[:3]]
-    assert result.confident
+    assert_answers(searcher, paste, slug)
 
 
 def test_the_system_a_pastes_paths_show_breaks_a_tie(searcher):
