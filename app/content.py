@@ -117,10 +117,6 @@ class Requires(BaseModel):
         }
 
 
-BARE_TYPE = re.compile(r"(?:error|exception|warning)$")  # a normalized token naming an exception type
-WORDS = re.compile(r"\w+")
-
-
 class EntryFile(BaseModel):
     """The schema of one `content/<category>/<slug>.toml` file."""
 
@@ -145,14 +141,6 @@ class EntryFile(BaseModel):
         for i, s in enumerate(v):
             if not s.strip():
                 raise ValueError(f"signature {i + 1} is empty")
-            # search drops wrapper text (`Failed to import X because of the following error ...`):
-            # a signature that is only that would match every bare `RuntimeError` line
-            said = normalize(s).tokens
-            if len(said) == 1 and BARE_TYPE.search(said[0]) and len(WORDS.findall(s)) > 1:
-                raise ValueError(
-                    f"signature {i + 1} says only {said[0]!r} to search once the wrapper text around it "
-                    "is dropped: write the message it wraps"
-                )
         return v
 
     @field_validator("check")
