@@ -497,6 +497,21 @@ def test_a_missing_submodule_is_not_its_missing_package(searcher, module):
     assert searcher.search("ModuleNotFoundError: No module named 'torch._six'").confident
 
 
+def test_prose_around_a_message_of_common_words_leaves_its_entry_in_reach(searcher):
+    # every word of "shape '[...]' is invalid for input of size N" is common to dozens of signatures:
+    # with the paste's sentences each taking an equal share of the postings budget, the error line's
+    # rarest-first gathering stopped before it reached the entry for the message itself
+    paste = """Hello, thanks for sharing the code.
+I hit a problem when the validation step starts after the first epoch.
+  File "/repo/models/blocks.py", line 120, in forward
+    tiles = split_tiles(feature, self.tile)
+  File "/repo/models/blocks.py", line 31, in split_tiles
+    x = x.view(B, H // t, t, W // t, t, C)
+RuntimeError: shape '[1, 75, 8, 93, 8, 96]' is invalid for input of size 34560000
+Could you tell me how to fix it?"""
+    assert_answers(searcher, paste, "view-shape-invalid-for-input-size")
+
+
 def test_python_template_with_the_names_that_decide_stays_confident(searcher):
     result = searcher.search("TypeError: __init__() got an unexpected keyword argument 'gpus'")
     assert result.confident and result.results[0].slug == "lightning-removed-trainer-api"
