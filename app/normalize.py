@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 34
+VERSION = 35
 
 # GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
@@ -175,7 +175,8 @@ DTYPE_WORD = re.compile(r"bfloat16|float|double|half|long|int|short|byte|char|bo
 # `_pickle.UnpicklingError` is `pickle.UnpicklingError` raised from the C accelerator module
 PRIVATE_MODULE = re.compile(r"(?<![\w.])_([a-z]\w*)\.(?=[A-Z]\w*(?:Error|Exception|Warning)\b)")
 # the module an import could not find, whole: `No module named 'torch._dynamo'` is not `... 'torch'`
-MISSING_MODULE = re.compile(r"No module named '?([A-Za-z_]\w*(?:\.\w+)+)")
+# (Python 2 named the last part alone, unquoted: that is no whole name)
+MISSING_MODULE = re.compile(r"No module named (?:'([A-Za-z_][\w.]*\w)'|([A-Za-z_]\w*(?:\.\w+)+))")
 SMALL_INT = re.compile(r"[-+]?\d{1,2}")
 # a C++/CUDA source file (`at /pytorch/aten/src/THC/generic/THCStorage.cu:58`): where in torch's
 # sources an error was raised moves between releases, so unlike a library that failed to load it
@@ -510,7 +511,7 @@ def normalize(line: str) -> Normalized:
     if (m := TYPE_PAIR.search(out)) and (differ := _type_difference(m.group(1), m.group(2))):
         aux.append(f"ty:{differ}")
     if m := MISSING_MODULE.search(out):
-        aux.append(f"qd:{m.group(1).lower()}")
+        aux.append(f"qd:{(m.group(1) or m.group(2)).lower()}")
     if shape := key_shape(out):
         aux.append(f"sd:{shape}")
     elif "in loading state_dict for" in out:  # the message without its keys names no cause: keys

@@ -146,7 +146,7 @@ NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$|p:|k:|qd:|sym:|sd:|ty:|sg:|dm:")
 KIND_AUX = ("sym:", "sd:", "ty:", "sg:", "dm:")
 # the kinds a line says alone (a key list's shape is read from the whole paste)
 LINE_KINDS = ("sym:", "ty:", "sg:", "dm:")
-DOTTED = "qd:"  # the module an import missed, whole (normalize.MISSING_MODULE): it tells modules apart only
+MODULE = "qd:"  # the module an import missed, whole (normalize.MISSING_MODULE): it tells modules apart only
 DECISIVE_SHAPES = frozenset(["wrapper", "prefix", "container", "counters"])  # of normalize.key_shape
 STOPWORDS = frozenset(
     [
@@ -288,7 +288,7 @@ class QueryLine:
             if fixed:
                 typos.add(fixed)
         self.words = tokens  # in the order the line says them
-        self.tokens = tokens + [t for t in n.aux if not t.startswith(DOTTED)]  # (no posting lists)
+        self.tokens = tokens + [t for t in n.aux if not t.startswith(MODULE)]  # (no posting lists)
         w = index.weights(tokens, n.aux)
         for t in typos:
             w[t] *= TYPO_WEIGHT
@@ -300,7 +300,7 @@ class QueryLine:
         }
         self.aux = set(n.aux)
         self.kinds = {t for t in n.aux if t.startswith(LINE_KINDS)}
-        self.dotted = {t[3:] for t in n.aux if t.startswith(DOTTED)}
+        self.modules = {t[3:] for t in n.aux if t.startswith(MODULE)}
         self.attribute = missing_attribute(text)
         # a paste's key lists are read together, whichever line holds them; only a shape that points
         # at one cause vetoes (keys missing on one side and others unexpected can be anything)
@@ -426,7 +426,7 @@ class SignatureInfo:
     names: frozenset[str]  # those and its file names
     python_template: bool  # it holds one of Python's own message templates
     kinds: frozenset[str]  # the kind of undefined C++ symbol, key list or killing signal it names (KIND_AUX)
-    dotted: frozenset[str]  # the module its import error names, whole (`torch.cuda.amp`)
+    modules: frozenset[str]  # the module its import error names, whole (`torch.cuda.amp`)
     wrapper: str | None  # the wrapper whose report of another error it is (`inductorerror`)
     attribute: tuple[bool, str, str] | None  # what lacks which attribute (normalize.missing_attribute)
 
@@ -444,6 +444,17 @@ def _attributes_clash(sig: tuple[bool, str, str] | None, line: tuple[bool, str, 
     if not (sig[0] and line[0]) or sig[1] == line[1]:
         return False
     return not (_within(line[1], f"{sig[1]}.{sig[2]}") or _within(sig[1], f"{line[1]}.{line[2]}"))
+
+
+def _modules_clash(sig: frozenset[str], line: set[str]) -> bool:
+    """The paste misses another module than the signature. Not another: the same one, or one deeper
+    than a dotted module the signature names (it may be any of its parts). Another: a submodule of a
+    package the signature names whole (`torch._dynamo` is not `torch`: torch is there), a package the
+    signature names a submodule of (`torch.utils` is not `torch.utils.serialization`), and any other
+    part of it (`utils`, a repository's own folder)."""
+    if not (sig and line):
+        return False
+    return not any(m == s or ("." in s and _within(m, s)) for m in line for s in sig)
 
 
 def _within(module: str, package: str) -> bool:
@@ -467,7 +478,7 @@ class SignatureIndex:
             for phrase in (said, said[1:] if said and EXC_TYPE.search(said[0]) else []):
                 if PHRASE_MIN <= len(phrase) <= PHRASE_MAX and (QUOTED not in phrase or names):
                     phrases.setdefault((phrase[0], phrase[1]), []).append((tuple(phrase), sid, names))
-            words = set(said) | {t for t in aux.split() if not t.startswith(DOTTED)}
+            words = set(said) | {t for t in aux.split() if not t.startswith(MODULE)}
             sizes[sid] = len(words)
             for t in words:
                 postings.setdefault(t, array("i")).append(sid)
@@ -531,7 +542,7 @@ class SignatureIndex:
                     frozenset(t for t in aux_set if not NUMBER_AUX.match(t) or t.startswith(("p:", "k:"))),
                     bool(PYTHON_TEMPLATE.search(text)),
                     frozenset(t for t in aux_set if t.startswith(KIND_AUX)),
-                    frozenset(t[3:] for t in aux_set if t.startswith(DOTTED)),
+                    frozenset(t[3:] for t in aux_set if t.startswith(MODULE)),
                     m.group(1).lower() if (m := WRAPPED.match(text)) else None,
                     missing_attribute(text),
                 )
@@ -573,7 +584,7 @@ class SignatureIndex:
         w = {t: idf.get(t, unknown) for t in tokens}
         for t in aux:
             # a kind only vetoes (KIND_MISMATCH), a missing module only tells modules apart: no likeness
-            if not t.startswith((*KIND_AUX, DOTTED)):
+            if not t.startswith((*KIND_AUX, MODULE)):
                 w.setdefault(t, AUX_WEIGHT * idf.get(t, unknown))
         return w
 
@@ -828,22 +839,18 @@ class Searcher:
                 score = sim * (1 - LINE_DOUBT * (1 - q.weight))
                 # a signature whose point is a quoted name ("No module named 'models'") must not
                 # claim a paste that quotes other names only
-                clash = _attributes_clash(sig.attribute, q.attribute)
+                clash = _attributes_clash(sig.attribute, q.attribute) or _modules_clash(
+                    sig.modules, q.modules
+                )
                 if (sig_quoted and q.quoted - sig_quoted) or clash:
                     # the paste names other things than the signature ("module 'torch' has no
                     # attribute 'compile'" is not "... attribute 'ModuleDict'"): penalised by the
                     # share of names that differ; naming fewer (a truncated paste) is no conflict
                     floor = QUOTED_MISMATCH if words <= GENERIC_WORDS else QUOTED_MISMATCH_LONG
                     agree = len(sig_quoted & q.quoted) / max(1, min(len(sig_quoted), len(q.quoted)))
-                    # a missing module under the package the signature quotes is another module
-                    # ("No module named 'torch._dynamo'" is not "... named 'torch'": torch is there);
-                    # one deeper than a module the signature names may be any of its parts
-                    if (
-                        any(
-                            d.split(".")[0] in sig_quoted and not any(_within(d, s) for s in sig.dotted)
-                            for d in q.dotted
-                        )
-                        or clash
+                    # (a missing module under a package the signature quotes is another module too)
+                    if clash or any(
+                        "." in m and m.split(".")[0] in sig_quoted and not sig.modules for m in q.modules
                     ):
                         agree = 0.0
                     score *= floor + (1 - floor) * agree

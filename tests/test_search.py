@@ -512,6 +512,22 @@ Could you tell me how to fix it?"""
     assert_answers(searcher, paste, "view-shape-invalid-for-input-size")
 
 
+@pytest.mark.parametrize("module", ["utils", "torch.utils", "tools"])
+def test_a_missing_module_is_not_a_module_it_is_part_of(searcher, module):
+    # "No module named 'utils'" (a repository's own folder) is not "... named 'torch.utils.serialization'",
+    # nor is a package that is missing whole one of its submodules missing. With the entries that name
+    # the module itself hidden, no entry is a confident answer
+    naming = frozenset(
+        p.stem for p in CONTENT.glob("*/*.toml") if f"named '{module}'" in p.read_text(encoding="utf-8")
+    )
+    result = searcher.search(f"ModuleNotFoundError: No module named '{module}'", hide=naming)
+    assert not result.confident, [(h.slug, h.score, h.matched) for h in result.results[:3]]
+    # the module's last part alone is how Python 2 named it
+    assert_answers(
+        searcher, "ImportError: No module named serialization", "load-lua-torch-utils-serialization-removed"
+    )
+
+
 def test_python_template_with_the_names_that_decide_stays_confident(searcher):
     result = searcher.search("TypeError: __init__() got an unexpected keyword argument 'gpus'")
     assert result.confident and result.results[0].slug == "lightning-removed-trainer-api"
