@@ -482,11 +482,15 @@ def test_python_own_message_template_alone_is_not_confident(searcher, paste):
     assert result.results and not result.confident
 
 
-@pytest.mark.parametrize("module", ["torch._dynamo", "torch.ao.quantization", "torchvision.trasnforms"])
-def test_a_missing_submodule_is_not_its_missing_package(searcher, module):
+@pytest.mark.parametrize(
+    "module",
+    ["torch._dynamo", "torch.ao.quantization", "torchvision.trasnforms", "utils", "torch.utils", "tools"],
+)
+def test_a_missing_module_is_not_another_module_of_its_name(searcher, module):
     # "No module named 'torch'" is a Python without torch; "... named 'torch._dynamo'" is a torch without
-    # that module (too old, or a typo). With the entries that name the module itself hidden, an entry
-    # about the package missing whole is no confident answer
+    # that module (too old, or a typo). Nor is "... named 'utils'" (a repository's own folder) "... named
+    # 'torch.utils.serialization'", or a package missing whole one of its submodules missing. With the
+    # entries that name the module itself hidden, no entry is a confident answer
     naming = frozenset(
         p.stem for p in CONTENT.glob("*/*.toml") if f"named '{module}'" in p.read_text(encoding="utf-8")
     )
@@ -495,6 +499,10 @@ def test_a_missing_submodule_is_not_its_missing_package(searcher, module):
     # the package itself, and a module an entry names, stay confident
     assert searcher.search("ModuleNotFoundError: No module named 'torch'").confident
     assert searcher.search("ModuleNotFoundError: No module named 'torch._six'").confident
+    # and Python 2 named the module by its last part alone
+    assert_answers(
+        searcher, "ImportError: No module named serialization", "load-lua-torch-utils-serialization-removed"
+    )
 
 
 def test_prose_around_a_message_of_common_words_leaves_its_entry_in_reach(searcher):
@@ -510,22 +518,6 @@ I hit a problem when the validation step starts after the first epoch.
 RuntimeError: shape '[1, 75, 8, 93, 8, 96]' is invalid for input of size 34560000
 Could you tell me how to fix it?"""
     assert_answers(searcher, paste, "view-shape-invalid-for-input-size")
-
-
-@pytest.mark.parametrize("module", ["utils", "torch.utils", "tools"])
-def test_a_missing_module_is_not_a_module_it_is_part_of(searcher, module):
-    # "No module named 'utils'" (a repository's own folder) is not "... named 'torch.utils.serialization'",
-    # nor is a package that is missing whole one of its submodules missing. With the entries that name
-    # the module itself hidden, no entry is a confident answer
-    naming = frozenset(
-        p.stem for p in CONTENT.glob("*/*.toml") if f"named '{module}'" in p.read_text(encoding="utf-8")
-    )
-    result = searcher.search(f"ModuleNotFoundError: No module named '{module}'", hide=naming)
-    assert not result.confident, [(h.slug, h.score, h.matched) for h in result.results[:3]]
-    # the module's last part alone is how Python 2 named it
-    assert_answers(
-        searcher, "ImportError: No module named serialization", "load-lua-torch-utils-serialization-removed"
-    )
 
 
 def test_python_template_with_the_names_that_decide_stays_confident(searcher):
