@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 35
+VERSION = 36
 
 # GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
@@ -153,8 +153,13 @@ KILLED_BY_SIGNAL = re.compile(r"(killed by signal:\s*)([A-Za-z]+)")
 WORD = re.compile(r"[a-z0-9_]+")
 # what an undefined C++ symbol is tells its cause: one taking a std::string (`__cxx11`, or the old
 # ABI's `Ss`) points at the C++ ABI flag, a pybind11 one at an extension not linked against
-# libtorch_python, any other at a torch the extension was not built against
-SYMBOL_KINDS = (("string", re.compile(r"__cxx11|[EKR]Ss")), ("python", re.compile(r"pybind11|THP")))
+# libtorch_python, one in another library's namespace (`tbb::`, `cudnn::`, `onnx_torch::`) at that
+# library missing or another build of it, any other at a torch the extension was not built against
+SYMBOL_KINDS = (
+    ("string", re.compile(r"__cxx11|[EKR]Ss")),
+    ("python", re.compile(r"pybind11|THP")),
+    ("library", re.compile(r"^_ZN[KVr]*(?!3c10|2at|5torch|6caffe2|4thpp|3std)\d")),
+)
 # a state_dict's key lists, read together, tell the cause apart (see key_shape)
 KEY_LIST = re.compile(r"(Missing|Unexpected) key\(s\) in state_dict:\s*((?:\"[^\"\n]*\"[\s,.]*)+)")
 KEY_LISTS_READ = 20_000  # characters of a paste from its first key list on

@@ -253,6 +253,8 @@ def test_search_another_packages_compiled_module_is_not_torchvisions(searcher, p
             "_ZN6caffe26detail36_typeMetaDataInstance_preallocated_7E",
             {"prebuilt-extension-wheel-other-torch", "source-built-extension-other-torch"},
         ),
+        # in another library's namespace (`tbb::detail::r1::deallocate_memory`): that library's runtime
+        ("_ZN3tbb6detail2r117deallocate_memoryEPv", {"extension-needs-onetbb-runtime"}),
     ],
 )
 def test_search_what_the_missing_symbol_is_tells_abi_from_version(searcher, symbol, causes):
