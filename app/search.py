@@ -132,6 +132,7 @@ RARE_DF = 5  # a word in at most this many signatures is distinctive
 PHRASE_MIN, PHRASE_MAX = 3, 8  # words of a short signature a line may hold whole
 RARE_ENTRIES = 8  # ... and so is one in a few more signatures that all belong to this many entries
 RARE_TOPIC_SIGNATURES = 30
+TOGETHER_SIGNATURES = 200  # signatures read to tell whether common words together are one entry's
 TEXT_TERMS = 12
 OWN_SIGNATURES = 3  # of an entry's signatures, searched for the other causes of its message
 RELATED_SHARE = 0.4  # with a confident match, others are shown only above this share of its score
@@ -505,6 +506,7 @@ class SignatureIndex:
         self._corrections: dict[str, str | None] = {}
         self._signatures: dict[int, SignatureInfo] = {}
         self._entries_using: dict[str, int] = {}  # token -> entries whose signatures hold it (rare tokens)
+        self._held_together: dict[frozenset[str], bool] = {}  # a short signature's words -> one entry's
 
     def correct(self, token: str) -> str | None:
         """The known word a mistyped one most likely meant (`runtineerror` -> `runtimeerror`)."""
@@ -564,8 +566,29 @@ class SignatureIndex:
         """Whether a signature holds a word few signatures share, or that only a few entries use
         (`DGL` is in a dozen signatures of three entries); its exception type aside."""
         # the first token is the exception type, unless there is none (`rocBLAS error: ...`)
-        words = tokens[1:] if tokens and EXC_TYPE.search(tokens[0]) else tokens
-        return any(self._rare(db, t) for t in words if not t.startswith("_"))
+        words = [
+            t
+            for t in (tokens[1:] if tokens and EXC_TYPE.search(tokens[0]) else tokens)
+            if not t.startswith("_")
+        ]
+        return any(self._rare(db, t) for t in words) or self._held_by_one_entry(db, words)
+
+    def _held_by_one_entry(self, db: Reader, words: list[str]) -> bool:
+        """Common words that together only one entry's signatures hold (`Invalid buffer size`)."""
+        key = frozenset(words)
+        if len(key) < 2:
+            return False
+        if key not in self._held_together:
+            ids = min((self.postings.get(t, array("i")) for t in key), key=len)
+            holders = (
+                {info.slug for info in self.signatures(db, list(ids)) if key <= set(info.tokens)}
+                if len(ids) <= TOGETHER_SIGNATURES
+                else None
+            )
+            if len(self._held_together) < SIGNATURE_CACHE:
+                self._held_together[key] = holders is not None and len(holders) == 1
+            return holders is not None and len(holders) == 1
+        return self._held_together[key]
 
     def _rare(self, db: Reader, token: str) -> bool:
         ids = self.postings.get(token)

@@ -432,6 +432,20 @@ def test_search_short_signature_with_a_topic_word_can_be_confident(searcher):
     assert result.confident and result.results[0].slug == "dgl-built-for-other-torch"
 
 
+def test_search_short_message_whose_words_only_one_entry_holds_can_be_confident(searcher):
+    # "invalid", "buffer" and "size" are each common; together they are only MPS's allocation limit
+    result = searcher.search("RuntimeError: Invalid buffer size: 635.13 GB")
+    assert result.confident and result.results[0].slug == "mps-invalid-buffer-size"
+
+
+@pytest.mark.parametrize(
+    "paste", ["RuntimeError: size mismatch", "RuntimeError: Unknown type name '__torch__.Net'"]
+)
+def test_search_short_message_several_entries_share_stays_unsure(searcher, paste):
+    result = searcher.search(paste)
+    assert not result.confident, [(h.slug, h.score) for h in result.results[:3]]
+
+
 def test_search_prose_line_does_not_crowd_out_the_error_lines_candidates(searcher):
     # the sentence's common words ("cuda error") must not push the short exact signature out
     alone = searcher.search("RuntimeError: CUDNN_STATUS_EXECUTION_FAILED")
