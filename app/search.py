@@ -626,13 +626,14 @@ class SignatureIndex:
         first = set(list(dict.fromkeys(q.group for q in lines))[:MAX_LINES])
         # (an error line read with its source line gathers nothing of its own: the error alone does)
         shown = [q for q in lines if q.group in first and q.alone is None]
-        for i, q in enumerate(shown):
+        for q in shown:
+            best = q.group == shown[0].group  # (each reading of the best line: alone, joined with the next)
             tokens = {t for t in q.tokens if t in postings}
             score: dict[int, float] = {}
             get = score.get
             # the best line gets at least half: with a share each, a message of common words
             # (`shape '[-1, 3]' is invalid for input of size 2`) may never reach its own signature
-            budget = max(POSTINGS_BUDGET // len(shown), POSTINGS_BUDGET // 2 if i == 0 else 0)
+            budget = max(POSTINGS_BUDGET // len(shown), POSTINGS_BUDGET // 2 if best else 0)
             # (ties by the word itself: a set's order changes with the process's hash seed)
             for t in sorted(tokens, key=lambda t: (len(postings[t]), t)):
                 ids = postings[t]
@@ -655,7 +656,7 @@ class SignatureIndex:
                     if tuple(words[j : j + len(phrase)]) == phrase and names <= q.quoted:
                         picked[sid] = None
             # the best line gathers most; the others a share each
-            keep = CANDIDATES if i == 0 else CANDIDATES // 2
+            keep = CANDIDATES if best else CANDIDATES // 2
             picked.update(
                 dict.fromkeys(sid for sid, _ in heapq.nlargest(keep, score.items(), key=itemgetter(1)))
             )
