@@ -20,7 +20,7 @@ from .cli_common import current_settings, err, out, ready_engine
 from .config import Settings
 from .content import ContentError, LoadedEntry, load_dir
 from .runs import PARTS, spec_snippets
-from .sandbox.contracts import Job, blank, died_by_signal, make_job, verdict
+from .sandbox.contracts import Job, blank, died_by_signal, make_job, ran_out_of_time, verdict
 
 if TYPE_CHECKING:
     from .sandbox.pool import Pool
@@ -55,8 +55,9 @@ def _jobs(e: LoadedEntry) -> dict[str, Job | None]:
 def run_entry(pool: Pool, e: LoadedEntry) -> dict[str, Any]:
     """Both snippets of one entry, and a verdict: pass, fail or skipped (never skipped as passed).
 
-    A part one of whose processes a signal killed runs once more (`retried` says why): a teardown
-    race in a multi-process snippet is not the entry's fault, but a second death fails it.
+    A part one of whose processes a signal killed, or that ran out of wall-clock time, runs once more
+    (`retried` says why): a teardown race or a stalled rendezvous in a multi-process snippet on a
+    loaded machine is not the entry's fault, but a second failure fails it.
     """
     jobs = _jobs(e)
     results = {
@@ -64,7 +65,7 @@ def run_entry(pool: Pool, e: LoadedEntry) -> dict[str, Any]:
     }
     retried = {}
     for part, job in jobs.items():
-        why = died_by_signal(results[part])
+        why = died_by_signal(results[part]) or ran_out_of_time(results[part])
         if job and why:
             retried[part] = why
             results[part] = pool.run(job)

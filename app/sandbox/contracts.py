@@ -294,6 +294,15 @@ _PROCESS_KILLED = re.compile(
 )
 
 
+def ran_out_of_time(o: Outcome) -> str | None:
+    """Why a run that should have finished was killed at the wall-clock limit: on a loaded machine a
+    multi-process snippet's rendezvous (gloo's store, a free port taken between probe and bind) can
+    stall past it once. None for every other outcome, and for an entry that expects the timeout."""
+    if o.get("expected") is not False or o.get("outcome") != "timeout":
+        return None
+    return str(o.get("reason") or "timed out")
+
+
 def died_by_signal(o: Outcome) -> str | None:
     """How a run that did not do what it should died, when a signal killed one of its processes:
     a multi-process snippet can lose a teardown race (gloo aborting while a peer closes its socket,

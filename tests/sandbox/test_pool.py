@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from app.sandbox import wire
-from app.sandbox.contracts import Limits, as_outcome, blank, died_by_signal
+from app.sandbox.contracts import Limits, as_outcome, blank, died_by_signal, ran_out_of_time
 from app.sandbox.pool import PoolFull
 
 from .conftest import _named
@@ -363,6 +363,13 @@ def test_pool_closed_while_a_spare_warms_up_logs_no_failure(caplog):
 )
 def test_a_part_one_of_whose_processes_a_signal_killed_says_which(outcome, why):
     assert died_by_signal({**outcome, "expected": False}) == why
+
+
+def test_a_part_that_ran_out_of_wall_clock_time_says_so_unless_the_entry_expects_it():
+    slow = blank("timeout", "wall-clock limit of 30s exceeded; the process group was killed")
+    assert "wall-clock limit of 30s" in (ran_out_of_time({**slow, "expected": False}) or "")
+    assert ran_out_of_time({**slow, "expected": True}) is None  # (an entry about a hang)
+    assert ran_out_of_time({**blank("raised", "RuntimeError: shapes differ"), "expected": False}) is None
 
 
 def test_a_part_that_failed_otherwise_was_not_killed_by_a_signal():
