@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -129,6 +130,21 @@ def test_no_signature_is_a_wrappers_header_alone():
         if len(said := normalize(s).tokens) == 1 and said[0].endswith("error") and len(s.split()) > 1
     ]
     assert not alone, alone
+
+
+def test_a_snippet_that_sets_cuda_variables_first_runs_in_a_fresh_process():
+    # CUDA reads CUDA_VISIBLE_DEVICES and CUDA_LAUNCH_BLOCKING once, when it starts; on a GPU machine
+    # a warm child has started it before the snippet's first line, so setting them there does nothing
+    from app.runs import spec_snippets
+
+    sets = re.compile(r"^os\.environ\[[\"']CUDA_(VISIBLE_DEVICES|LAUNCH_BLOCKING)[\"']\] *=", re.M)
+    warm = [
+        (e.slug, part)
+        for e in content.load_dir(ROOT / "content")
+        for part, s in spec_snippets(e.spec).items()
+        if s and sets.search(s["code"]) and not e.spec.requires.fresh_process
+    ]
+    assert not warm, warm
 
 
 def test_sync_refuses_mass_removal_without_force(tree):

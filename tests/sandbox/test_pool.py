@@ -57,6 +57,23 @@ def test_pool_raised_is_judged_and_trimmed(run):
     assert "site-packages" not in out["traceback"]
 
 
+def test_deprecation_warnings_count_as_python_shows_them_only_from_the_snippet(run):
+    """Python hides a DeprecationWarning a library raises (on 3.12, os.fork's "multi-threaded" one on
+    every DataLoader worker start); one the snippet's own code raises is shown, and so recorded."""
+    library = (
+        "import warnings\n"
+        "exec(\"import warnings\\nwarnings.warn('old api', DeprecationWarning)\", {'__name__': 'somelib'})\n"
+        "exec(\"import warnings\\nwarnings.warn('older api', PendingDeprecationWarning)\", {'__name__': 'somelib'})\n"
+        "print('done')\n"
+    )
+    out = run(library, expect={"outcome": "ok"})
+    assert out["outcome"] == "ok" and out["warnings"] == [] and out["expected"] is True, out
+    own = "import warnings\nwarnings.warn('my old api', DeprecationWarning)\n"
+    out = run(own, expect={"outcome": "warned", "warning": "DeprecationWarning", "match": "my old api"})
+    assert out["outcome"] == "warned" and out["expected"] is True, out
+    assert out["warnings"][0]["line"] == 2, out
+
+
 def test_pool_warned_and_wrong(run):
     out = run(
         "import warnings\nwarnings.warn('careful', UserWarning)\n",
