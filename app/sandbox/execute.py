@@ -100,13 +100,13 @@ def run_code(code: str, *, workdir: str | None = None) -> Outcome:
     }
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
+        # What `python snippet.py` shows, each time: Python's default filters hide a deprecation a
+        # library raises (on 3.12, os.fork's "multi-threaded" one at each DataLoader worker start),
+        # pending deprecations, ImportWarning and ResourceWarning; the snippet's own deprecations show.
         warnings.simplefilter("always")
-        # Every warning, except where Python's default filters hide it from someone running the
-        # snippet: a (pending) deprecation a library raises (on 3.12, os.fork's "multi-threaded"
-        # one at each DataLoader worker start). The snippet's own code still shows them.
-        for category in (DeprecationWarning, PendingDeprecationWarning):
+        for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
             warnings.filterwarnings("ignore", category=category)
-            warnings.filterwarnings("always", category=category, module="__main__")
+        warnings.filterwarnings("always", category=DeprecationWarning, module="__main__")
         try:
             runpy.run_path(path, run_name="__main__")
         except SystemExit as exc:

@@ -59,9 +59,12 @@ def test_pool_raised_is_judged_and_trimmed(run):
 
 def test_deprecation_warnings_count_as_python_shows_them_only_from_the_snippet(run):
     """Python hides a DeprecationWarning a library raises (on 3.12, os.fork's "multi-threaded" one on
-    every DataLoader worker start); one the snippet's own code raises is shown, and so recorded."""
+    every DataLoader worker start) and any ResourceWarning; one the snippet's own code raises is shown,
+    and so recorded."""
     library = (
         "import warnings\n"
+        "open(__file__)\n"  # an unclosed file: ResourceWarning
+        "warnings.warn('unclosed', ResourceWarning)\n"
         "exec(\"import warnings\\nwarnings.warn('old api', DeprecationWarning)\", {'__name__': 'somelib'})\n"
         "exec(\"import warnings\\nwarnings.warn('older api', PendingDeprecationWarning)\", {'__name__': 'somelib'})\n"
         "print('done')\n"
