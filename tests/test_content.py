@@ -13,6 +13,7 @@ from app import content
 from app.config import Settings
 from app.db import make_engine, migrate
 from app.normalize import normalize
+from app.runs import spec_snippets
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = (ROOT / "content/mismatch/view-non-contiguous.toml").read_text()
@@ -135,8 +136,6 @@ def test_no_signature_is_a_wrappers_header_alone():
 def test_a_snippet_that_sets_cuda_variables_first_runs_in_a_fresh_process():
     # CUDA reads CUDA_VISIBLE_DEVICES and CUDA_LAUNCH_BLOCKING once, when it starts; on a GPU machine
     # a warm child has started it before the snippet's first line, so setting them there does nothing
-    from app.runs import spec_snippets
-
     sets = re.compile(r"^os\.environ\[[\"']CUDA_(VISIBLE_DEVICES|LAUNCH_BLOCKING)[\"']\] *=", re.M)
     warm = [
         (e.slug, part)
