@@ -6,12 +6,13 @@ time, so "Tried to allocate 20.00 MiB (GPU 0 ...)" and "Tried to allocate 1.5 Gi
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 
 # Bump when tokens change: stored signatures are re-tokenised on the next sync.
-VERSION = 36
+VERSION = 37
 
 # GCC in a UTF-8 locale, Word and chat apps curl quotes: `‘AT_CHECK’ was not declared` is `'AT_CHECK'`
 STRAIGHT_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
@@ -149,6 +150,27 @@ def _conv_dims(line: str) -> str | None:
 
 # which signal killed a DataLoader worker names its cause (`Killed`: out of RAM, `Bus error`: out of
 # shared memory, `Illegal instruction`: a CPU without AVX): a word of its own, not one of the sentence's
+# `size mismatch for w: copying a param with shape torch.Size([4096, 1024]) from checkpoint, the shape in
+# current model is torch.Size([2097152, 1])`: the words are the same for every cause, the two shapes
+# together tell a few apart (a 4-bit quantized layer packs `[out, in]` into `[out * in / 2, 1]`; ZeRO-3
+# leaves a partitioned parameter empty)
+PARAM_SHAPES = re.compile(
+    r"copying a param with shape torch\.Size\(\[([\d,\s]*)\]\) from checkpoint, "
+    r"the shape in current model is torch\.Size\(\[([\d,\s]*)\]\)"
+)
+
+
+def _param_shapes(line: str) -> str | None:
+    if not (m := PARAM_SHAPES.search(line)):
+        return None
+    saved, current = ([int(d) for d in re.findall(r"\d+", g)] for g in m.groups())
+    if 0 in current:
+        return "empty"
+    if len(saved) == 2 and len(current) == 2 and current[1] == 1 and math.prod(saved) == 2 * current[0]:
+        return "packed"
+    return "other"
+
+
 KILLED_BY_SIGNAL = re.compile(r"(killed by signal:\s*)([A-Za-z]+)")
 WORD = re.compile(r"[a-z0-9_]+")
 # what an undefined C++ symbol is tells its cause: one taking a std::string (`__cxx11`, or the old
@@ -252,6 +274,17 @@ CRASH_LINE = re.compile(
     rf"Segmentation fault|core dumped|Illegal instruction|^(?:zsh: )?(?:Killed|Aborted)\b|{NATIVE_CRASH_EXIT}",
     re.I,
 )
+# A kernel's device-side assertion (`Kernel.cu:365: operator(): block: [9,0,0], thread: [31,0,0]
+# Assertion `idx_dim >= 0` failed.`) leaves the CUDA context broken: whatever CUDA call comes next fails
+# (`Unable to find a valid cuDNN algorithm`, `CUBLAS_STATUS_ALLOC_FAILED`), and that is what the
+# traceback ends with. Beside the assertion, such a line is its consequence; the assertion is the question.
+KERNEL_ASSERT = re.compile(
+    r"\.cuh?:\d+:.*Assertion `|block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion `"
+)
+CUDA_FAILURE = re.compile(
+    r"CUDA error|CUDNN_STATUS|cuDNN|CUBLAS_STATUS|cublas|illegal memory access|unspecified launch failure",
+    re.I,
+)
 # how sure the picker is of lines beside a recognised error line (chosen on eval/wild, not held-out)
 CRASH_AFTER_ERROR = 0.7  # a crash line: the process died of that error
 SOURCE_THEN_ERROR = 0.96  # an exception line read with the source line that raised it
@@ -341,7 +374,7 @@ OTHER_QUOTES = re.compile(r"“([^”]{20,600})”|(?:^|(?<=[\s(:=\[]))'([^']{20
 QUOTED_MESSAGE = re.compile(r"^\s*\**\s*(?:\[\w+\]:?\s*)?([A-Za-z_].{19,599}?)\s*\**\s*$")  # (**bold** too)
 RAISED_MESSAGE = re.compile(
     r"(?:(?:\bwarn|\braise\s+[\w.]+|\b[A-Z]\w*(?:Error|Exception|Warning))\(\s*|^\s*assert\b[^\n]*?,\s*)"
-    r"[frbu]?([\"'])(.{20,600}?)\1"
+    r"[frbu]?([\"'])(.{20,600}?)(?:\1|$)"  # (or cut at the line's end, where a paste stops mid-call)
 )
 QUOTED_WORDS = 4
 WARN_CALL = re.compile(r"\bwarn(?:ings\.warn)?\(")
@@ -506,6 +539,8 @@ def normalize(line: str) -> Normalized:
     out = NTSTATUS.sub(_ntstatus, out)
     if dims := _conv_dims(out):
         aux.append(f"dm:{dims}")  # (a kind: the missing axis and the extra one are other causes)
+    if shapes := _param_shapes(out):
+        aux.append(f"sm:{shapes}")  # (a kind: a packed or empty current shape is another cause)
     if m := KILLED_BY_SIGNAL.search(out):
         signal = m.group(2).lower()
         aux.append(f"sg:{signal}")  # (a kind: another signal is another cause)
@@ -661,6 +696,12 @@ def _failing_source(lines: list[str], i: int) -> str | None:
         if lines[j].strip() and not NOTEBOOK_CONTEXT_LINE.match(lines[j]):
             return None
     return None
+
+
+def _after_assertion(s: str) -> bool:
+    """Whether `s` is a CUDA failure that follows a device-side assertion (KERNEL_ASSERT): one that
+    doesn't itself report the assertion."""
+    return bool(CUDA_FAILURE.search(s)) and not KERNEL_ASSERT.search(s) and "device-side assert" not in s
 
 
 def _assert_source(lines: list[str], i: int) -> str | None:
@@ -833,7 +874,10 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
             found.append((i, s, 0.9))
     # (unless the traceback's own exception line says the same)
     found += [r for r in reported if not any(r[1] in t for _, t, _ in found)]
-    if headers and not any(_is_exc(t) for _, t, _ in found):
+    # (a notebook's traceback cut before its message: the header's type, and the `raise` its last
+    # arrow shows, below, are all it says)
+    typeless = bool(headers) and not any(_is_exc(t) for _, t, _ in found)
+    if typeless:
         found.append((headers[-1][0], headers[-1][1], 0.9))
     # errors outrank warnings: a warning pasted along with the error is rarely the question
     errors = any(not WARNING_LINE.match(s) for _, s, _ in found)
@@ -855,6 +899,11 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     if any(not FAILED_STEP.search(s) and not WARNING_LINE.match(s) for _, s, _ in found):
         found = [
             (pos, s, min(w, CRASH_AFTER_ERROR) if FAILED_STEP.search(raised_by.get(s, s)) else w)
+            for pos, s, w in found
+        ]
+    if any(KERNEL_ASSERT.search(s) for _, s, _ in found) and any(_after_assertion(s) for _, s, _ in found):
+        found = [
+            (pos, s, CRASH_AFTER_ERROR if _after_assertion(s) else 1.0 if KERNEL_ASSERT.search(s) else w)
             for pos, s, w in found
         ]
     plain = not found
@@ -887,7 +936,9 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
         if (m := QUOTED_MESSAGE.match(q)) and len(WORD.findall(m.group(1).lower())) >= QUOTED_WORDS
     ]
     found += quoted[-4:]
-    if plain or warnings_only:  # beside a real exception line, a frame's `raise` may be another branch
+    if (
+        plain or warnings_only or typeless
+    ):  # beside a real exception line, a frame's `raise` may be another branch
         # the message as the code that raised it spells it (`raise X("...")`, `warnings.warn("...")`)
         raised = [
             (i + 0.2, m.group(2).strip(), 0.95)
@@ -896,6 +947,10 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
             if len(WORD.findall(m.group(2).lower())) >= QUOTED_WORDS
         ]
         found += raised[-2:]
+        # a notebook's last arrow raising the header's type is the exception line the paste lacks
+        kind = headers[-1][1] if typeless else ""
+        if raised and kind and re.search(rf"\braise\s+{re.escape(kind)}\(", lines[int(raised[-1][0])]):
+            found.append((raised[-1][0], f"{kind}: {raised[-1][1]}", 1.0))
     # prefer the final exception, then later lines over earlier ones (chained causes come first)
     top = max((f[0] for f in found if f[2] >= 0.97), default=None)
     # (lines the paste marks as errors or warnings come before plain ones offered beside them, whatever

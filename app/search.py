@@ -141,12 +141,12 @@ EXC_TYPE = re.compile(r"(?:error|exception|warning|interrupt|exit)$")  # a token
 # aux tokens that are not names: small numbers (normalize.SMALL_INT), file names (normalize.file_tokens),
 # state_dict keys (`k:encoder`), and kinds: an undefined C++ symbol's (`sym:string`), a key list's shape
 # (`sd:wrapper`), how two named tensor types differ (`ty:device`), the signal that killed a worker
-# (`sg:bus`), which way a convolution's input is off by an axis (`dm:fewer`); the module an import
-# missed (`qd:`)
-NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$|p:|k:|qd:|sym:|sd:|ty:|sg:|dm:")
-KIND_AUX = ("sym:", "sd:", "ty:", "sg:", "dm:")
+# (`sg:bus`), which way a convolution's input is off by an axis (`dm:fewer`), what a size mismatch's
+# current shape is (`sm:packed`); the module an import missed (`qd:`)
+NUMBER_AUX = re.compile(r"n(?:m)?\d{1,2}$|p:|k:|qd:|sym:|sd:|ty:|sg:|dm:|sm:")
+KIND_AUX = ("sym:", "sd:", "ty:", "sg:", "dm:", "sm:")
 # the kinds a line says alone (a key list's shape is read from the whole paste)
-LINE_KINDS = ("sym:", "ty:", "sg:", "dm:")
+LINE_KINDS = ("sym:", "ty:", "sg:", "dm:", "sm:")
 MODULE = "qd:"  # the module an import missed, whole (normalize.MISSING_MODULE): it tells modules apart only
 DECISIVE_SHAPES = frozenset(["wrapper", "prefix", "container", "counters"])  # of normalize.key_shape
 STOPWORDS = frozenset(
@@ -192,6 +192,16 @@ STOPWORDS = frozenset(
         "got",
     ]
 )
+
+
+def _kinds_differ(sig: frozenset[str], line: set[str]) -> bool:
+    """Whether a signature and a line name different kinds of one thing (`sd:wrapper` and `sd:prefix`;
+    a key list's shape says nothing against a size mismatch's shapes)."""
+    return any(
+        not {k for k in sig if k.startswith(family)} & line
+        for family in {k[: k.index(":") + 1] for k in sig}
+        if any(k.startswith(family) for k in line)
+    )
 
 
 class QueryError(ValueError):
@@ -899,7 +909,7 @@ class Searcher:
                 # the shape of the keys a state_dict lacks or has to spare (normalize.key_shape), or how two
                 # tensor types a type check names differ (normalize.TYPE_PAIR), or the signal that killed
                 # a worker (normalize.KILLED_BY_SIGNAL)
-                if sig.kinds and q.kinds and not sig.kinds & q.kinds and not sig_files & q.aux:
+                if _kinds_differ(sig.kinds, q.kinds) and not sig_files & q.aux:
                     score *= KIND_MISMATCH
                 # a wrapper's report of an inner error (`InductorError: IndexError: ...`) is not that
                 # error raised alone: where it was raised is half of what such a signature says

@@ -528,6 +528,30 @@ error: command '/usr/local/cuda/bin/nvcc' failed with exit code 1""",
         'error: identifier "AT_CHECK" is undefined',
         [],
     ),
+    # a kernel's assertion breaks the CUDA context: the next CUDA call's failure ends the traceback
+    "cuda-failure-after-kernel-assertion": (
+        """/opt/conda/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:365: operator(): block: [924,0,0], thread: [31,0,0] Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` failed.
+Traceback (most recent call last):
+  File "train.py", line 208, in train
+    loss.backward()
+RuntimeError: Unable to find a valid cuDNN algorithm to run convolution""",
+        "/opt/conda/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:365: operator(): block: [924,0,0], thread: "
+        '[31,0,0] Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` failed.',
+        [],
+    ),
+    # a notebook's traceback copied up to its last arrow, a `raise` cut mid-call: no message line
+    "jupyter-cut-at-the-raise": (
+        """RuntimeError                              Traceback (most recent call last)
+Cell In[17], line 1
+----> 1 torchaudio.save("out.wav", wav, 24000, format='wav')
+
+File site-packages\\torchaudio\\_backend\\utils.py:221, in get_save_func.<locals>.dispatcher(uri, format, backend_name)
+    219     if backend.can_encode(uri, format):
+    220         return backend
+--> 221 raise RuntimeError(f"Couldn't find appropriate backend to handle uri {uri} and format {format}.""",
+        "RuntimeError: Couldn't find appropriate backend to handle uri {uri} and format {format}.",
+        [],
+    ),
     # a JavaScript app (React Native, Node) prints its own stack under torch's message: frames too
     "javascript-stack": (
         """Error: Lite Interpreter version number does not match. The model version must be between 3 and 7 but the model version is 8 ()
@@ -1156,3 +1180,21 @@ def test_the_signal_that_killed_a_worker_is_a_word_and_a_kind_of_its_own():
 def test_a_convolution_input_off_by_an_axis_is_a_kind(line, kind):
     # both directions of the message share every word: the kind says which way the input is off
     assert {t for t in normalize(line).aux if t.startswith("dm:")} == ({f"dm:{kind}"} if kind else set())
+
+
+@pytest.mark.parametrize(
+    ("saved", "current", "kind"),
+    [
+        ("4096, 1024", "2097152, 1", "packed"),  # a 4-bit layer: two codes a byte, in one column
+        ("4096, 1024", "0", "empty"),  # a ZeRO-3 partitioned parameter outside its gather
+        ("10, 512", "1000, 512", "other"),
+        ("4096, 1024", "4096, 1", "other"),  # a column, but not the packed count
+    ],
+)
+def test_a_size_mismatch_s_two_shapes_are_a_kind(saved, current, kind):
+    # every cause prints the same words; only the shapes, read together, tell these apart
+    line = (
+        f"size mismatch for model.proj.weight: copying a param with shape torch.Size([{saved}]) from "
+        f"checkpoint, the shape in current model is torch.Size([{current}])."
+    )
+    assert {t for t in normalize(line).aux if t.startswith("sm:")} == {f"sm:{kind}"}

@@ -924,6 +924,24 @@ def test_a_convolution_given_fewer_or_more_dimensions_is_answered_by_its_cause(s
     assert_answers(searcher, paste, slug)
 
 
+@pytest.mark.parametrize(
+    ("model", "current", "slug"),
+    [
+        # a base loaded in 4 bits: the projector's weight is packed into one column
+        ("LlavaMistralForCausalLM", "2097152, 1", "bnb-4bit-packed-param-size-mismatch-load-state-dict"),
+        # the same model class and words, an unquantized layer of another size
+        ("LlavaMistralForCausalLM", "4096, 2048", "size-mismatch-classifier-head"),
+    ],
+)
+def test_a_size_mismatch_is_answered_by_what_its_shapes_say(searcher, model, current, slug):
+    paste = (
+        f"RuntimeError: Error(s) in loading state_dict for {model}:\n\tsize mismatch for "
+        "model.mm_projector.weight: copying a param with shape torch.Size([4096, 1024]) from checkpoint, "
+        f"the shape in current model is torch.Size([{current}])."
+    )
+    assert searcher.search(paste).results[0].slug == slug
+
+
 def test_the_system_a_pastes_paths_show_breaks_a_tie(searcher):
     # "Torch not compiled with CUDA enabled" has several causes; paths under /Users/ say macOS, where
     # the cause is code that hard-codes CUDA, though the paste never names the system
