@@ -377,6 +377,9 @@ RAISED_MESSAGE = re.compile(
     r"[frbu]?([\"'])(.{20,600}?)(?:\1|$)"  # (or cut at the line's end, where a paste stops mid-call)
 )
 QUOTED_WORDS = 4
+# ... or one opening on a quoted name (`It says "'Net' object has no attribute 'module'"`), in prose
+# only: in code (`AttributeError("'NoneType' object ...")`) the line as a whole is the better read
+NAMED_MESSAGE = re.compile(r"^\s*('[A-Za-z_][\w.]*' .{19,599}?)\s*$")
 WARN_CALL = re.compile(r"\bwarn(?:ings\.warn)?\(")
 # an exception quoted in a sentence ('I get "RuntimeError: ...msg..." when I ...'): the line starts at
 # the type, past the opening quote, so the first quote mark it holds an odd number of closes the message
@@ -933,7 +936,8 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
             if i in in_code and not (_is_exc(ln) or NOISE.search(ln) or CODE_LINE.search(ln))
             else _quoted(ln)
         )
-        if (m := QUOTED_MESSAGE.match(q)) and len(WORD.findall(m.group(1).lower())) >= QUOTED_WORDS
+        if (m := QUOTED_MESSAGE.match(q) or (not CODE_LINE.search(ln) and NAMED_MESSAGE.match(q)))
+        and len(WORD.findall(m.group(1).lower())) >= QUOTED_WORDS
     ]
     found += quoted[-4:]
     if (

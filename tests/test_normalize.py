@@ -552,6 +552,14 @@ File site-packages\\torchaudio\\_backend\\utils.py:221, in get_save_func.<locals
         "RuntimeError: Couldn't find appropriate backend to handle uri {uri} and format {format}.",
         [],
     ),
+    # a message quoted in a sentence that opens on a quoted name, the last line a thank-you
+    "quoted-message-opening-on-a-name": (
+        """I met some errors and I don't know what happened.
+It says "'RACNN' object has no attribute 'module'".Do you have some solutions?
+many thanks""",
+        "'RACNN' object has no attribute 'module'",
+        [],
+    ),
     # a JavaScript app (React Native, Node) prints its own stack under torch's message: frames too
     "javascript-stack": (
         """Error: Lite Interpreter version number does not match. The model version must be between 3 and 7 but the model version is 8 ()
