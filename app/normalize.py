@@ -23,9 +23,15 @@ ESCAPED_TRACEBACK = re.compile(
     # or an error's repr, in an app's error box (`\'AttributeError: type object \'X\' has no ...\n\n...`)
     r"|\\'[^'\n]{1,200}\\'[^\n]*\\n"
 )
+# a traceback escaped twice: a JSON log's string holding another JSON document (`\\n`, `\\\"`)
+TWICE_ESCAPED = re.compile(r"Traceback \(most recent call last\):\\\\n")
 # a notebook's error copied as JSON (VS Code's Jupyter output: `"name": "OSError", "message": "...",
 # "stack": "..."`): the type and its message, and the strings' escapes (`\"`, `\\`, `\n`)
-JSON_ERROR = re.compile(r'"name":\s*"([A-Za-z_][\w.]*)",\s*"message":\s*"((?:[^"\\]|\\.)*)",?')
+# (or a service's error record: `"error_type": "<class 'RuntimeError'>", "error_message": "..."`)
+JSON_ERROR = re.compile(
+    r'"(?:name|error_type|exc_type|exception_type)":\s*"(?:<class \')?([A-Za-z_][\w.]*)(?:\'>)?",\s*'
+    r'"(?:message|error_message|exc_message|exception_message)":\s*"((?:[^"\\]|\\.)*)",?'
+)
 JSON_ESCAPE = re.compile(r'\\(["\\/nt])')
 # an exception printed as `f"{type(e)}: {e}"`: `<class 'KeyError'>: 'x'` reads as `KeyError: 'x'`
 CLASS_REPR = re.compile(r"^(\s*)<class '([A-Za-z_][\w.]*)'>(?=:)", re.M)
@@ -448,8 +454,10 @@ def clean(text: str) -> str:
     """Drop NULs, ANSI colours and progress-bar overwrites; unify newlines and quotes; open up a
     traceback pasted as an escaped string (a JSON log's `"traceback": "Traceback ...:\\n  File \\"..."`)."""
     text = text.replace("\x00", "").replace("\r\n", "\n").translate(STRAIGHT_QUOTES)
+    if TWICE_ESCAPED.search(text):  # a JSON log inside a JSON log: one level of escapes off first
+        text = JSON_ESCAPE.sub(lambda m: m.group(1) if m.group(1) in '\\"' else m.group(0), text)
     # a notebook error copied as JSON, read as Python prints it (`OSError: [WinError 126] ...`)
-    text, copied_as_json = JSON_ERROR.subn(lambda m: f"{m.group(1)}: {m.group(2)}\n", text)
+    text, copied_as_json = JSON_ERROR.subn(lambda m: f"\n{m.group(1)}: {m.group(2)}\n", text)
     if copied_as_json:
         text = JSON_ESCAPE.sub(lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), text)
     text = LOCALIZED_CRASH_WORDS.sub(lambda m: LOCALIZED_CRASH[m.group(0)], ANSI.sub("", text))

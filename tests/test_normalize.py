@@ -560,6 +560,13 @@ many thanks""",
         "'RACNN' object has no attribute 'module'",
         [],
     ),
+    # a serverless worker's JSON log holding a JSON error record: escaped twice, the traceback cut
+    "json-error-record-escaped-twice": (
+        r"""### Logs
+"error": "{\"error_type\": \"<class 'RuntimeError'>\", \"error_message\": \"expected scalar type Half but found Float\", \"error_traceback\": \"Traceback (most recent call last):\\n  File \\\"/usr/lib/python3.11/site-packages/torch/nn/modules/module.py\\\", line 1501, in _call_impl\\n    return forward_call(*args, **kwargs)\\n""",
+        "RuntimeError: expected scalar type Half but found Float",
+        [],
+    ),
     # a JavaScript app (React Native, Node) prints its own stack under torch's message: frames too
     "javascript-stack": (
         """Error: Lite Interpreter version number does not match. The model version must be between 3 and 7 but the model version is 8 ()
