@@ -376,6 +376,8 @@ CODE_LINE = re.compile(r"^\s*[\w.\[\], ]+\s*=[^=]|\)\s*$|^\s*(?:import|from|def|
 # (backticks and double quotes pair up in order; a single quote only counts where it can't be an
 # apostrophe: "It's possible" opens nothing)
 PAIRED_QUOTES = ("`", '"')
+# a whole line in quotes around a message that holds quotes itself (`"Unexpected key(s): "x.y"."`)
+WHOLE_LINE_QUOTED = re.compile(r'^\s*"(.{20,600}".{0,600})"\s*[.,;:!?]?\s*$')
 OTHER_QUOTES = re.compile(r"“([^”]{20,600})”|(?:^|(?<=[\s(:=\[]))'([^']{20,600})'(?=[\s.,;:)\]!?]|$)")
 QUOTED_MESSAGE = re.compile(r"^\s*\**\s*(?:\[\w+\]:?\s*)?([A-Za-z_].{19,599}?)\s*\**\s*$")  # (**bold** too)
 RAISED_MESSAGE = re.compile(
@@ -837,6 +839,8 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
     reported: list[tuple[float, str, float]] = []  # messages an application reported (APP_REPORTS)
     for i, ln in enumerate(lines):
         s = ln.strip()
+        if whole := WHOLE_LINE_QUOTED.match(s):
+            s = whole.group(1).strip()
         if not s or len(s) > 2000 or FRAME.match(ln) or NOISE.search(s):
             if header := JUPYTER_HEADER.match(s):  # the type, in case the paste stops before the message
                 headers.append((i, header.group(1)))

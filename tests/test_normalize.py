@@ -567,6 +567,13 @@ many thanks""",
         "RuntimeError: expected scalar type Half but found Float",
         [],
     ),
+    # a whole message in curly quotes, its own quotes inside (straightened, the pairs don't nest)
+    "message-in-outer-quotes-holding-quotes": (
+        """Does somebody meet this error when loading the pretrained model?
+“Unexpected key(s) in state_dict: "cond_stage_model.transformer.text_model.embeddings.position_ids". “""",
+        'Unexpected key(s) in state_dict: "cond_stage_model.transformer.text_model.embeddings.position_ids".',
+        [],
+    ),
     # a JavaScript app (React Native, Node) prints its own stack under torch's message: frames too
     "javascript-stack": (
         """Error: Lite Interpreter version number does not match. The model version must be between 3 and 7 but the model version is 8 ()
