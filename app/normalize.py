@@ -154,8 +154,6 @@ def _conv_dims(line: str) -> str | None:
     return "fewer" if got < least else "more" if got > takes else None
 
 
-# which signal killed a DataLoader worker names its cause (`Killed`: out of RAM, `Bus error`: out of
-# shared memory, `Illegal instruction`: a CPU without AVX): a word of its own, not one of the sentence's
 # `size mismatch for w: copying a param with shape torch.Size([4096, 1024]) from checkpoint, the shape in
 # current model is torch.Size([2097152, 1])`: the words are the same for every cause, the two shapes
 # together tell a few apart (a 4-bit quantized layer packs `[out, in]` into `[out * in / 2, 1]`; ZeRO-3
@@ -167,6 +165,7 @@ PARAM_SHAPES = re.compile(
 
 
 def _param_shapes(line: str) -> str | None:
+    """`packed`, `empty` or `other`: what a size mismatch's two shapes say together (PARAM_SHAPES)."""
     if not (m := PARAM_SHAPES.search(line)):
         return None
     saved, current = ([int(d) for d in re.findall(r"\d+", g)] for g in m.groups())
@@ -177,6 +176,8 @@ def _param_shapes(line: str) -> str | None:
     return "other"
 
 
+# which signal killed a DataLoader worker names its cause (`Killed`: out of RAM, `Bus error`: out of
+# shared memory, `Illegal instruction`: a CPU without AVX): a word of its own, not one of the sentence's
 KILLED_BY_SIGNAL = re.compile(r"(killed by signal:\s*)([A-Za-z]+)")
 WORD = re.compile(r"[a-z0-9_]+")
 # what an undefined C++ symbol is tells its cause: one taking a std::string (`__cxx11`, or the old
