@@ -949,13 +949,12 @@ def extract(text: str, *, max_lines: int = 10) -> Extracted:
             if i in in_code and not (_is_exc(ln) or NOISE.search(ln) or CODE_LINE.search(ln))
             else _quoted(ln)
         )
-        if (m := QUOTED_MESSAGE.match(q) or (not CODE_LINE.search(ln) and NAMED_MESSAGE.match(q)))
+        if (m := QUOTED_MESSAGE.match(q) or (None if CODE_LINE.search(ln) else NAMED_MESSAGE.match(q)))
         and len(WORD.findall(m.group(1).lower())) >= QUOTED_WORDS
     ]
     found += quoted[-4:]
-    if (
-        plain or warnings_only or typeless
-    ):  # beside a real exception line, a frame's `raise` may be another branch
+    # (beside a real exception line, a frame's `raise` may be another branch)
+    if plain or warnings_only or typeless:
         # the message as the code that raised it spells it (`raise X("...")`, `warnings.warn("...")`)
         raised = [
             (i + 0.2, m.group(2).strip(), 0.95)

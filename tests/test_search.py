@@ -925,6 +925,23 @@ def test_a_convolution_given_fewer_or_more_dimensions_is_answered_by_its_cause(s
 
 
 @pytest.mark.parametrize(
+    ("sig", "line", "differ"),
+    [
+        ({"sd:wrapper"}, {"sd:prefix"}, True),  # one family, two kinds
+        ({"sd:wrapper"}, {"sd:wrapper", "sm:other"}, False),
+        # a key list's shape says nothing against a size mismatch's shapes, nor the other way
+        ({"sd:prefix"}, {"sm:other"}, False),
+        ({"sm:packed"}, {"sm:other"}, True),
+        (set(), {"sm:other"}, False),
+    ],
+)
+def test_kinds_veto_only_within_their_family(sig, line, differ):
+    from app.search import _kinds_differ
+
+    assert _kinds_differ(frozenset(sig), line) is differ
+
+
+@pytest.mark.parametrize(
     ("model", "current", "slug"),
     [
         # a base loaded in 4 bits: the projector's weight is packed into one column
