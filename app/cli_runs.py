@@ -143,6 +143,14 @@ def verify(
         for r in report:
             if r["retried"]:  # CI logs keep the races, so one that grows common gets noticed
                 out.print(f"[yellow]run twice[/]: {r['category']}/{r['slug']}: {r['reason']}")
+        for r in report:  # again below the summary: a CI log keeps only its tail
+            if r["status"] == "fail":
+                out.print(f"[red]failed[/]: {r['category']}/{r['slug']}: {r['reason']}", soft_wrap=True)
+                for part in PARTS:
+                    o = r[part]
+                    if o.get("expected") is False:
+                        said = f"{o.get('exc_type') or ''} {(o.get('message') or '')[:300]}".strip()
+                        out.print(f"  {part}: {o.get('outcome')} {said}", soft_wrap=True, markup=False)
     if summary["fail"]:
         raise typer.Exit(1)
 

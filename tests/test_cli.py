@@ -224,6 +224,20 @@ def test_cli_verify_records_outcomes_for_the_pages(env):
     assert rows == [("broken", 1), ("fixed", 1)]
 
 
+def test_cli_verify_names_each_failed_entry_after_its_summary(env, tmp_path):
+    """The table lists failures first, but a CI log keeps only its tail: the summary line is followed by
+    each failed entry and why, so a red run says which entry broke."""
+    content = tmp_path / "content" / "loss"
+    content.mkdir(parents=True)
+    (content / "test-right.toml").write_text(_entry("test right", "print('ok')"))
+    (content / "test-wrong.toml").write_text(_entry("test wrong", "raise ValueError('still broken')"))
+    r = pitfalls({**env, "PITFALLS_CONTENT_DIR": str(tmp_path / "content")}, "verify", "--no-store")
+    assert r.returncode == 1, r.stderr.decode()
+    tail = r.stdout.decode().rsplit("1 passed, 1 failed, 0 skipped", 1)[1]
+    assert "loss/test-wrong" in tail and "ValueError" in tail, tail
+    assert "test-right" not in tail, tail
+
+
 def _entry(title: str, fixed: str) -> str:
     """A minimal valid entry whose broken snippet passes and whose fixed snippet is `fixed`."""
     return f"""title = "{title}"
