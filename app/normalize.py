@@ -552,8 +552,9 @@ CALL_TEMPLATE = re.compile(
 
 
 def called_function(line: str) -> str | None:
-    """The function a call-template message names, without its class (`forward` of `Net.forward()`)."""
-    return m.group(1).lower() if (m := CALL_TEMPLATE.search(line)) else None
+    """The function a call-template message names, without its class or a dunder's underscores
+    (`forward` of `Net.forward()`; `init` of `__init__()`, which Markdown renders as a bold `init()`)."""
+    return m.group(1).strip("_").lower() if (m := CALL_TEMPLATE.search(line)) else None
 
 
 def normalize(line: str) -> Normalized:

@@ -890,6 +890,7 @@ def test_a_call_template_naming_another_function_is_another_error(searcher, call
     for paste in (
         "TypeError: MyNet.forward() missing 1 required positional argument: 'x'",
         "TypeError: forward() missing 1 required positional argument: 'src'",
+        "TypeError: forward() missing 1 required positional argument: 'x'",
     ):
         assert searcher.search(paste).results[0].slug == "forward-wrong-number-of-arguments", paste
         assert searcher.search(paste).confident, paste
