@@ -894,6 +894,10 @@ def test_a_call_template_naming_another_function_is_another_error(searcher, call
     ):
         assert searcher.search(paste).results[0].slug == "forward-wrong-number-of-arguments", paste
         assert searcher.search(paste).confident, paste
+    # and so is a dunder that Markdown rendered as a bold name (`__init__()` as `init()`)
+    paste = "TypeError: TrainingArguments.init() got an unexpected keyword argument 'evaluation_strategy'"
+    result = searcher.search(paste)
+    assert result.confident and result.results[0].slug == "hf-library-older-or-newer-than-script"
 
 
 @pytest.mark.parametrize("signal", ["Bus error", "Aborted", "Illegal instruction"])
