@@ -55,9 +55,10 @@ def _jobs(e: LoadedEntry) -> dict[str, Job | None]:
 def run_entry(pool: Pool, e: LoadedEntry) -> dict[str, Any]:
     """Both snippets of one entry, and a verdict: pass, fail or skipped (never skipped as passed).
 
-    A part one of whose processes a signal killed, or that ran out of wall-clock time, runs once more
-    (`retried` says why): a teardown race or a stalled rendezvous in a multi-process snippet on a
-    loaded machine is not the entry's fault, but a second failure fails it.
+    A part that did not behave as declared runs once more (`retried` says why the first run failed):
+    a teardown race, a stalled rendezvous or which rank's error arrives first in a multi-process
+    snippet on a loaded machine is not the entry's fault (such a snippet can pass every run on one
+    machine and fail once on another), but a second failure fails it; a pass on the second run is listed.
     """
     jobs = _jobs(e)
     results = {
@@ -65,9 +66,9 @@ def run_entry(pool: Pool, e: LoadedEntry) -> dict[str, Any]:
     }
     retried = {}
     for part, job in jobs.items():
-        why = died_by_signal(results[part]) or ran_out_of_time(results[part])
-        if job and why:
-            retried[part] = why
+        once = results[part]
+        if job and once.get("expected") is False:
+            retried[part] = died_by_signal(once) or ran_out_of_time(once) or str(once.get("reason"))
             results[part] = pool.run(job)
     status, reason = verdict(results["broken"], results["fixed"])
     if status == "pass" and not e.spec.requires.reproducible:
@@ -143,6 +144,14 @@ def verify(
         for r in report:
             if r["retried"]:  # CI logs keep the races, so one that grows common gets noticed
                 out.print(f"[yellow]run twice[/]: {r['category']}/{r['slug']}: {r['reason']}")
+        for r in report:  # again below the summary: a CI log keeps only its tail
+            if r["status"] == "fail":
+                out.print(f"[red]failed[/]: {r['category']}/{r['slug']}: {r['reason']}", soft_wrap=True)
+                for part in PARTS:
+                    o = r[part]
+                    if o.get("expected") is False:
+                        said = f"{o.get('exc_type') or ''} {(o.get('message') or '')[:300]}".strip()
+                        out.print(f"  {part}: {o.get('outcome')} {said}", soft_wrap=True, markup=False)
     if summary["fail"]:
         raise typer.Exit(1)
 

@@ -543,6 +543,20 @@ def missing_attribute(line: str) -> tuple[bool, str, str] | None:
     return None
 
 
+# Python's call templates (`Net.forward() missing 1 required positional argument: 'x'`, `__init__() got an
+# unexpected keyword argument 'fused'`): the function named, not the argument, tells one error from another
+CALL_TEMPLATE = re.compile(
+    r"(?<![\w.<])(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)\(\) (?:missing \d+ required|takes (?:\d+|from|no)|"
+    r"got (?:an unexpected keyword|multiple values))"
+)
+
+
+def called_function(line: str) -> str | None:
+    """The function a call-template message names, without its class or a dunder's underscores
+    (`forward` of `Net.forward()`; `init` of `__init__()`, which Markdown renders as a bold `init()`)."""
+    return m.group(1).strip("_").lower() if (m := CALL_TEMPLATE.search(line)) else None
+
+
 def normalize(line: str) -> Normalized:
     """Replace numbers, sizes, shapes, paths, addresses, GPU names and quoted names by placeholders."""
     ignored: Counter[str] = Counter()

@@ -29,7 +29,16 @@ from rapidfuzz import fuzz, process
 from sqlalchemy.engine import Engine
 
 from .config import Settings
-from .normalize import PLAIN_BESIDE_ERROR, WORD, Normalized, clean, extract, missing_attribute, normalize
+from .normalize import (
+    PLAIN_BESIDE_ERROR,
+    WORD,
+    Normalized,
+    called_function,
+    clean,
+    extract,
+    missing_attribute,
+    normalize,
+)
 from .search_store import Reader, SearchStore
 
 AUX_WEIGHT = 0.3  # quoted names matter, but less than the words around them
@@ -313,6 +322,7 @@ class QueryLine:
         self.kinds = {t for t in n.aux if t.startswith(LINE_KINDS)}
         self.modules = {t[3:] for t in n.aux if t.startswith(MODULE)}
         self.attribute = missing_attribute(text)
+        self.called = called_function(text)
         # a paste's key lists are read together, whichever line holds them; only a shape that points
         # at one cause vetoes (keys missing on one side and others unexpected can be anything)
         if keys in DECISIVE_SHAPES and any(t.startswith("sd:") for t in n.aux):
@@ -440,6 +450,7 @@ class SignatureInfo:
     modules: frozenset[str]  # the module its import error names, whole (`torch.cuda.amp`)
     wrapper: str | None  # the wrapper whose report of another error it is (`inductorerror`)
     attribute: tuple[bool, str, str] | None  # what lacks which attribute (normalize.missing_attribute)
+    called: str | None  # the function a Python call template names (normalize.called_function)
 
 
 def _attributes_clash(sig: tuple[bool, str, str] | None, line: tuple[bool, str, str] | None) -> bool:
@@ -557,6 +568,7 @@ class SignatureIndex:
                     frozenset(t[3:] for t in aux_set if t.startswith(MODULE)),
                     m.group(1).lower() if (m := WRAPPED.match(text)) else None,
                     missing_attribute(text),
+                    called_function(text),
                 )
             if len(cache) < SIGNATURE_CACHE:
                 cache.update(fetched)
@@ -872,9 +884,11 @@ class Searcher:
                 # a whole message in a sentence around it is that error
                 score = sim * (1 - LINE_DOUBT * (1 - q.weight))
                 # a signature whose point is a quoted name ("No module named 'models'") must not
-                # claim a paste that quotes other names only
-                clash = _attributes_clash(sig.attribute, q.attribute) or _modules_clash(
-                    sig.modules, q.modules
+                # claim a paste that quotes other names only, nor a call template another function's
+                clash = (
+                    _attributes_clash(sig.attribute, q.attribute)
+                    or _modules_clash(sig.modules, q.modules)
+                    or bool(sig.called and q.called and sig.called != q.called)
                 )
                 if (sig_quoted and q.quoted - sig_quoted) or clash:
                     # the paste names other things than the signature ("module 'torch' has no

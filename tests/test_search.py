@@ -877,6 +877,29 @@ def test_the_same_attribute_missing_from_another_module_is_another_error(searche
         assert searcher.search(paste).confident, paste
 
 
+@pytest.mark.parametrize("called", ["new", "Learner.new", "__call__", "collate"])
+def test_a_call_template_naming_another_function_is_another_error(searcher, called):
+    # in Python's call templates the function named is the point: `new() missing 1 required positional
+    # argument: 'x'` is not a module's `forward()`, however alike the argument it lacks
+    paste = f"TypeError: {called}() missing 1 required positional argument: 'x'"
+    result = searcher.search(paste)
+    assert not (result.confident and result.results[0].slug == "forward-wrong-number-of-arguments"), [
+        (h.slug, h.score, h.matched) for h in result.results[:3]
+    ]
+    # the same function, however qualified, is the same error
+    for paste in (
+        "TypeError: MyNet.forward() missing 1 required positional argument: 'x'",
+        "TypeError: forward() missing 1 required positional argument: 'src'",
+        "TypeError: forward() missing 1 required positional argument: 'x'",
+    ):
+        assert searcher.search(paste).results[0].slug == "forward-wrong-number-of-arguments", paste
+        assert searcher.search(paste).confident, paste
+    # and so is a dunder that Markdown rendered as a bold name (`__init__()` as `init()`)
+    paste = "TypeError: TrainingArguments.init() got an unexpected keyword argument 'evaluation_strategy'"
+    result = searcher.search(paste)
+    assert result.confident and result.results[0].slug == "hf-library-older-or-newer-than-script"
+
+
 @pytest.mark.parametrize("signal", ["Bus error", "Aborted", "Illegal instruction"])
 def test_which_signal_killed_a_worker_decides(searcher, signal):
     # `Killed` is the OOM killer, `Bus error` a full /dev/shm, `Illegal instruction` a CPU without
