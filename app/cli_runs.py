@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -137,16 +138,18 @@ def verify(
                 f"{r['category']}/{r['slug']}",
                 r["broken"].get("outcome"),
                 r["fixed"].get("outcome"),
-                (r["reason"] or "")[:120],
+                escape((r["reason"] or "")[:120]),  # (a snippet's message is no markup: `[/__w/...]`)
             )
         out.print(table)
         out.print(f"{summary['pass']} passed, {summary['fail']} failed, {summary['skipped']} skipped")
         for r in report:
             if r["retried"]:  # CI logs keep the races, so one that grows common gets noticed
-                out.print(f"[yellow]run twice[/]: {r['category']}/{r['slug']}: {r['reason']}")
+                out.print(f"[yellow]run twice[/]: {r['category']}/{r['slug']}: {escape(r['reason'])}")
         for r in report:  # again below the summary: a CI log keeps only its tail
             if r["status"] == "fail":
-                out.print(f"[red]failed[/]: {r['category']}/{r['slug']}: {r['reason']}", soft_wrap=True)
+                out.print(
+                    f"[red]failed[/]: {r['category']}/{r['slug']}: {escape(r['reason'])}", soft_wrap=True
+                )
                 for part in PARTS:
                     o = r[part]
                     if o.get("expected") is False:
@@ -177,12 +180,12 @@ def _store(settings: Settings, report: list[dict[str, Any]]) -> None:
 def _panel(part: str, o: dict[str, Any]) -> Panel:
     head = f"[bold]{o.get('outcome')}[/bold]"
     if o.get("exc_type"):
-        head += f"  {o['exc_type']}"
-    body = [head, (o.get("message") or "")[:1500]]
+        head += f"  {escape(o['exc_type'])}"
+    body = [head, escape((o.get("message") or "")[:1500])]
     for w in o.get("warnings", [])[:3]:
-        body.append(f"[yellow]{w.get('category')}[/yellow]: {w.get('message', '')[:300]}")
+        body.append(f"[yellow]{w.get('category')}[/yellow]: {escape(w.get('message', '')[:300])}")
     if o.get("stdout"):
-        body.append("[dim]stdout[/dim]\n" + o["stdout"][-1500:])
+        body.append("[dim]stdout[/dim]\n" + escape(o["stdout"][-1500:]))
     body.append(
         f"[dim]{o.get('device')} · torch {o.get('torch_version')} · {o.get('duration_ms')} ms · "
         f"{'as expected' if o.get('expected') else 'NOT as expected' if o.get('expected') is False else ''}[/dim]"

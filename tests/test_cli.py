@@ -230,12 +230,18 @@ def test_cli_verify_names_each_failed_entry_after_its_summary(env, tmp_path):
     content = tmp_path / "content" / "loss"
     content.mkdir(parents=True)
     (content / "test-right.toml").write_text(_entry("test right", "print('ok')"))
-    (content / "test-wrong.toml").write_text(_entry("test wrong", "raise ValueError('still broken')"))
+    # (a message can hold what rich reads as markup: gloo's `[/__w/pytorch/.../pair.cc:537]`)
+    (content / "test-wrong.toml").write_text(
+        _entry("test wrong", "raise ValueError('[/gloo/pair.cc:537] broken')")
+    )
     r = pitfalls({**env, "PITFALLS_CONTENT_DIR": str(tmp_path / "content")}, "verify", "--no-store")
     assert r.returncode == 1, r.stderr.decode()
     tail = r.stdout.decode().rsplit("1 passed, 1 failed, 0 skipped", 1)[1]
-    assert "loss/test-wrong" in tail and "ValueError" in tail, tail
+    assert "loss/test-wrong" in tail and "ValueError" in tail and "[/gloo/pair.cc:537]" in tail, tail
     assert "test-right" not in tail, tail
+    # and reproduce shows such a message as it was printed
+    r = pitfalls({**env, "PITFALLS_CONTENT_DIR": str(tmp_path / "content")}, "reproduce", "test-wrong")
+    assert "[/gloo/pair.cc:537] broken" in r.stdout.decode(), r.stderr.decode()
 
 
 def _entry(title: str, fixed: str) -> str:
